@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` and `make test` (README). Each creates .venv when it is
+# missing, installs the project with its test extras and builds the Cython extension in place.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-native test-pure build bench clean
+
+$(STAMP): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip "setuptools>=70.1" wheel "Cython>=3.0"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench]"
+	touch $(STAMP)
+
+# An editable install does not rebuild when a .pyx changes, so every run rebuilds in place (cheap when
+# nothing changed: cythonize skips up-to-date sources).
+build: $(STAMP)
+	$(PY) setup.py -q build_ext --inplace
+
+demo: build
+	$(PY) -m sharegroup demo
+
+test-native: build
+	SHAREGROUP_REQUIRE_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider tests
+
+test-pure: build
+	SHAREGROUP_PUREPYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests
+
+test: test-native test-pure
+
+bench: build
+	$(PY) -m pytest -q -p no:cacheprovider bench --benchmark-enable --benchmark-columns=min,median,mean,ops --benchmark-sort=name
+
+clean:
+	rm -rf build *.egg-info sharegroup/_native/*.so _native/*.c

@@ -1,0 +1,58 @@
+"""sharegroup: the broker-side half of Kafka share groups (KIP-932) with a Cython core.
+
+Public names live here; see SPEC §3. The in-flight tracker is the native Cython build unless
+`SHAREGROUP_PUREPYTHON=1` selects the pure-Python twin (a missing native build is an error).
+"""
+
+from .clock import Clock, ManualClock, SystemClock
+from .config import ShareGroupConfig
+from .errors import Errors, ShareError
+from .persistence import Persister
+from .types import (
+    AbortedTransaction,
+    AcknowledgeType,
+    AcknowledgementBatch,
+    AcquiredRecords,
+    FetchedBatch,
+    PartitionState,
+    RecordState,
+    RecordView,
+    StateBatch,
+    StateSummary,
+)
+
+__all__ = [
+    "AbortedTransaction",
+    "AcknowledgeType",
+    "AcknowledgementBatch",
+    "AcquiredRecords",
+    "Clock",
+    "Errors",
+    "FetchedBatch",
+    "InFlightTracker",
+    "ManualClock",
+    "PartitionState",
+    "Persister",
+    "RecordState",
+    "RecordView",
+    "SharePartition",
+    "ShareError",
+    "ShareGroupConfig",
+    "StateBatch",
+    "StateSummary",
+    "SystemClock",
+]
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):  # lazy: importing the vocabulary must not require the native build
+    if name == "InFlightTracker":
+        from .tracker import InFlightTracker
+
+        return InFlightTracker
+    if name == "SharePartition":
+        from .partition import SharePartition
+
+        return SharePartition
+    raise AttributeError(f"module 'sharegroup' has no attribute {name!r}")

@@ -1,0 +1,84 @@
+"""Kafka error codes and the one exception every refusal of bad input raises.
+
+Both tracker twins, the persister and the services import these names from here, so the codes exist
+exactly once (SPEC §3.1).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = ["Errors", "ShareError"]
+
+
+class Errors(IntEnum):
+    """Kafka error codes, by their Kafka names and numbers (org.apache.kafka.common.protocol.Errors)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    NETWORK_EXCEPTION = 13
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    INVALID_CONFIG = 40
+    KAFKA_STORAGE_ERROR = 56
+    GROUP_NOT_EMPTY = 68
+    GROUP_ID_NOT_FOUND = 69
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    GROUP_MAX_SIZE_REACHED = 81
+    UNSTABLE_OFFSET_COMMIT = 88
+    UNKNOWN_TOPIC_ID = 100
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
+    SHARE_SESSION_LIMIT_REACHED = 133
+
+    @property
+    def retriable(self) -> bool:
+        """Whether Kafka clients retry this error (coordinator movement and transient storage trouble)."""
+        return self in _RETRIABLE
+
+
+_RETRIABLE = frozenset(
+    {
+        Errors.COORDINATOR_LOAD_IN_PROGRESS,
+        Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.NOT_COORDINATOR,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.LEADER_NOT_AVAILABLE,
+        Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.REQUEST_TIMED_OUT,
+        Errors.NETWORK_EXCEPTION,
+        Errors.KAFKA_STORAGE_ERROR,
+    }
+)
+
+
+class ShareError(Exception):
+    """A refusal with a Kafka error code; raised (or returned per partition) with state left unchanged."""
+
+    def __init__(self, error: Errors | int, message: str = "") -> None:
+        self.error = Errors(error)
+        self.message = message
+        super().__init__(f"{self.error.name}: {message}" if message else self.error.name)
+
+    def __reduce__(self):  # keep .error and .message across pickling (multiprocessing, Spark)
+        return (ShareError, (int(self.error), self.message))

@@ -1,0 +1,117 @@
+"""Value types shared by every layer: record states, acknowledgement types and the batch shapes.
+
+They are immutable named tuples: cheap to build (the native tracker returns many of them), compared by
+value in tests, and indexable without attribute look-ups on hot paths.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
+
+__all__ = [
+    "RecordState",
+    "AcknowledgeType",
+    "FetchedBatch",
+    "AbortedTransaction",
+    "AcquiredRecords",
+    "AcknowledgementBatch",
+    "StateBatch",
+    "RecordView",
+    "PartitionState",
+    "StateSummary",
+    "EMPTY_MEMBER_ID",
+]
+
+EMPTY_MEMBER_ID = ""
+
+
+class RecordState(IntEnum):
+    """State of one in-flight record, with Kafka's byte ids (3 is reserved for ARCHIVING, unused)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+    @property
+    def terminal(self) -> bool:
+        """ACKNOWLEDGED and ARCHIVED records never change again (short of a reset of the partition)."""
+        return self is RecordState.ACKNOWLEDGED or self is RecordState.ARCHIVED
+
+
+class AcknowledgeType(IntEnum):
+    """Acknowledgement types as sent on the wire; GAP marks an offset that holds no record."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+class FetchedBatch(NamedTuple):
+    """Header of one producer record batch read from the log; the leader never opens the records."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int = -1
+    is_transactional: bool = False
+    is_control: bool = False
+
+
+class AbortedTransaction(NamedTuple):
+    """An aborted transaction as listed in a fetch response (for read_committed)."""
+
+    producer_id: int
+    first_offset: int
+
+
+class AcquiredRecords(NamedTuple):
+    """A run of offsets handed to one consumer, all at the same delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+class AcknowledgementBatch(NamedTuple):
+    """An acknowledgement of [first_offset, last_offset]: one type for the range or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...]
+
+
+class StateBatch(NamedTuple):
+    """The persisted form of a run of offsets sharing one delivery state and delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+
+
+class RecordView(NamedTuple):
+    """What the leader knows of one offset: state, delivery count and owner ("" when none)."""
+
+    state: RecordState
+    delivery_count: int
+    member_id: str
+
+
+class PartitionState(NamedTuple):
+    """Durable state of one share-partition as returned by `read_state`."""
+
+    state_epoch: int
+    start_offset: int
+    state_batches: list[StateBatch]
+
+
+class StateSummary(NamedTuple):
+    """Durable summary of one share-partition as returned by `read_summary`."""
+
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
