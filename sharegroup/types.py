@@ -21,6 +21,7 @@ __all__ = [
     "PartitionState",
     "StateSummary",
     "EMPTY_MEMBER_ID",
+    "TrackerWrite",
 ]
 
 EMPTY_MEMBER_ID = ""
@@ -113,5 +114,19 @@ class StateSummary(NamedTuple):
 
     state_epoch: int
     leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+
+
+class TrackerWrite(NamedTuple):
+    """What the in-flight tracker asks to persist after a change (layer 1 → layer 3).
+
+    `transition_id` names the pending two-phase transition to complete once the write answers (0 when the
+    change is already final, as for lock expiry); `start_offset` and `delivery_complete_count` are the
+    values the write must carry: the SPSO and terminal-record count as they will be once it commits.
+    """
+
+    transition_id: int
+    state_batches: list[StateBatch]
     start_offset: int
     delivery_complete_count: int

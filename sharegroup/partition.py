@@ -1,0 +1,333 @@
+"""SharePartition: the share-partition leader of one (group, topic, partition) (SPEC §3.3, §4).
+
+It owns an in-flight tracker (layer 1) and reaches durable state only through the `Persister`
+protocol. Acknowledgements and releases are two-phase: the tracker applies them at once (marked in
+transition), the write goes to the persister, and the outcome commits or rolls them back. Lock
+expiry is one-phase: states change at once and a failed write is logged and counted, never undone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import uuid
+from typing import Callable, Sequence
+
+from .clock import Clock, SystemClock
+from .config import ShareGroupConfig
+from .errors import Errors, ShareError
+from .persistence import Persister
+from .tracker import InFlightTracker
+from .types import (
+    AbortedTransaction,
+    AcknowledgementBatch,
+    AcquiredRecords,
+    FetchedBatch,
+    RecordView,
+    StateBatch,
+    TrackerWrite,
+)
+
+__all__ = ["SharePartition", "SharePartitionStatus", "map_persister_error"]
+
+log = logging.getLogger(__name__)
+
+OffsetLookup = Callable[[object], int]
+
+
+class SharePartitionStatus(enum.Enum):
+    """Lifecycle of a share-partition leader, as Kafka's SharePartitionState."""
+
+    EMPTY = "EMPTY"
+    INITIALIZING = "INITIALIZING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    FENCED = "FENCED"
+
+
+_COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE,
+                                 Errors.COORDINATOR_LOAD_IN_PROGRESS})
+_FENCING_ERRORS = frozenset({Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH})
+_PASSED_THROUGH = frozenset({Errors.GROUP_ID_NOT_FOUND, Errors.UNKNOWN_TOPIC_OR_PARTITION})
+
+
+def map_persister_error(error: Errors) -> Errors:
+    """The code a share-partition leader reports for a persister error (Kafka's fetchPersisterError)."""
+    if error in _COORDINATOR_ERRORS:
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if error in _FENCING_ERRORS:
+        return Errors.NOT_LEADER_OR_FOLLOWER
+    if error in _PASSED_THROUGH:
+        return error
+    return Errors.UNKNOWN_SERVER_ERROR
+
+
+class SharePartition:
+    """In-flight records of one share group on one topic-partition, kept durable via a Persister."""
+
+    def __init__(
+        self,
+        group_id: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        *,
+        persister: Persister,
+        config: ShareGroupConfig | None = None,
+        clock: Clock | None = None,
+        leader_epoch: int = 0,
+        offset_lookup: OffsetLookup | None = None,
+    ) -> None:
+        if not isinstance(group_id, str) or not group_id:
+            raise ValueError("group_id must be a non-empty string")
+        if not isinstance(topic_id, uuid.UUID):
+            raise ValueError("topic_id must be a uuid.UUID")
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise ValueError("partition must be an integer >= 0")
+        if isinstance(leader_epoch, bool) or not isinstance(leader_epoch, int) or leader_epoch < 0:
+            raise ValueError("leader_epoch must be an integer >= 0")
+        self.group_id = group_id
+        self.topic_id = topic_id
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.config = config if config is not None else ShareGroupConfig()
+        self._persister = persister
+        self._clock = clock if clock is not None else SystemClock()
+        self._offset_lookup = offset_lookup
+        self._tracker = InFlightTracker(
+            0,
+            record_lock_duration_ms=self.config.record_lock_duration_ms,
+            delivery_count_limit=self.config.delivery_count_limit,
+            partition_max_record_locks=self.config.partition_max_record_locks,
+            record_limit_mode=self.config.acquire_mode == "record_limit",
+        )
+        self._status = SharePartitionStatus.EMPTY
+        self._state_epoch = 0
+        self._init_future: asyncio.Future | None = None
+        self.expiry_write_failures = 0
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def status(self) -> SharePartitionStatus:
+        return self._status
+
+    @property
+    def state_epoch(self) -> int:
+        return self._state_epoch
+
+    @property
+    def start_offset(self) -> int:
+        return self._tracker.start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._tracker.end_offset
+
+    @property
+    def in_flight_count(self) -> int:
+        return self._tracker.in_flight_count
+
+    @property
+    def delivery_complete_count(self) -> int:
+        return self._tracker.delivery_complete_count
+
+    @property
+    def tracker(self) -> InFlightTracker:
+        """The layer-1 tracker (read-only use: tests call its `_check()`)."""
+        return self._tracker
+
+    def next_fetch_offset(self) -> int:
+        return self._tracker.next_fetch_offset()
+
+    def next_lock_deadline_ms(self) -> int:
+        """When a timer service should next call `expire_locks` (-1: no lock held)."""
+        return self._tracker.next_lock_deadline_ms()
+
+    def record_state(self, offset: int) -> RecordView | None:
+        return self._tracker.record_state(offset)
+
+    def state_batches(self) -> list[StateBatch]:
+        return self._tracker.state_batches()
+
+    def _check(self) -> None:
+        self._tracker._check()
+
+    # ------------------------------------------------------------------ initialization
+
+    async def initialize(self) -> None:
+        """Read durable state and build the window (SPEC §4.7); one read however many callers wait."""
+        if self._status is SharePartitionStatus.ACTIVE:
+            return
+        if self._status is SharePartitionStatus.FENCED:
+            raise ShareError(Errors.NOT_LEADER_OR_FOLLOWER, "share-partition leader is fenced")
+        if self._init_future is not None:
+            await asyncio.shield(self._init_future)
+            return
+        self._status = SharePartitionStatus.INITIALIZING
+        self._init_future = asyncio.get_running_loop().create_future()
+        try:
+            await self._do_initialize()
+        except BaseException as exc:
+            if self._status is not SharePartitionStatus.FENCED:
+                self._status = SharePartitionStatus.FAILED
+            if not isinstance(exc, ShareError):
+                exc = ShareError(Errors.UNKNOWN_SERVER_ERROR, f"initialization failed: {exc!r}")
+            self._init_future.set_exception(exc)
+            self._init_future.exception()  # mark retrieved: waiters re-raise it themselves
+            self._init_future = None
+            raise exc from None
+        self._status = SharePartitionStatus.ACTIVE
+        self._init_future.set_result(None)
+        self._init_future = None
+
+    async def _do_initialize(self) -> None:
+        try:
+            state = await self._persister.read_state(
+                self.group_id, self.topic_id, self.partition, leader_epoch=self.leader_epoch
+            )
+        except ShareError as exc:
+            raise self._persister_failure(exc, "read share-partition state") from None
+        start = state.start_offset
+        if start < 0:
+            start = self._resolve_start_offset()
+        self._state_epoch = state.state_epoch
+        try:
+            self._tracker.load(start, state.state_batches)
+        except ShareError as exc:
+            raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"persisted state is unusable: {exc.message}") from None
+
+    def _resolve_start_offset(self) -> int:
+        """Start offset -1 (never consumed): apply share.auto.offset.reset through the offset lookup."""
+        if self._offset_lookup is None:
+            raise ShareError(
+                Errors.UNKNOWN_SERVER_ERROR,
+                "start offset is uninitialized (-1) and no offset_lookup was given to resolve "
+                f"share.auto.offset.reset={self.config.auto_offset_reset}",
+            )
+        duration_ms = self.config.auto_offset_reset_duration_ms
+        spec: object = self.config.auto_offset_reset if duration_ms is None else self._clock.now_ms() - duration_ms
+        try:
+            offset = int(self._offset_lookup(spec))
+        except Exception as exc:
+            raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"offset lookup for {spec!r} failed: {exc!r}") from None
+        if offset < 0:
+            raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"offset lookup for {spec!r} returned {offset}")
+        return offset
+
+    def _persister_failure(self, exc: ShareError, what: str) -> ShareError:
+        code = map_persister_error(exc.error)
+        if code is Errors.NOT_LEADER_OR_FOLLOWER:
+            self._status = SharePartitionStatus.FENCED
+        return ShareError(code, f"{what}: {exc.error.name} {exc.message}".rstrip())
+
+    def _require_active(self) -> None:
+        status = self._status
+        if status is SharePartitionStatus.ACTIVE:
+            return
+        if status is SharePartitionStatus.FENCED:
+            raise ShareError(Errors.NOT_LEADER_OR_FOLLOWER, "share-partition leader is fenced")
+        if status is SharePartitionStatus.FAILED:
+            raise ShareError(Errors.UNKNOWN_SERVER_ERROR, "share-partition failed to initialize")
+        raise ShareError(Errors.LEADER_NOT_AVAILABLE, f"share-partition is {status.value}")
+
+    # ------------------------------------------------------------------ acquisition
+
+    def acquire(
+        self,
+        member_id: str,
+        fetched: Sequence[FetchedBatch],
+        *,
+        max_records: int = 500,
+        fetch_offset: int | None = None,
+        batch_size: int | None = None,
+        aborted_transactions: Sequence[AbortedTransaction] = (),
+    ) -> list[AcquiredRecords]:
+        """Acquire records of the fetched producer batches for `member_id` (SPEC §4.5); nothing is persisted."""
+        self._require_active()
+        for name, value in (("max_records", max_records), ("fetch_offset", fetch_offset), ("batch_size", batch_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ShareError(Errors.INVALID_REQUEST, f"{name} must be an integer, got {value!r}")
+        if batch_size is not None and batch_size <= 0:
+            raise ShareError(Errors.INVALID_REQUEST, f"batch_size must be > 0, got {batch_size}")
+        return self._tracker.acquire(
+            member_id,
+            fetched,
+            max_records,
+            self._clock.now_ms(),
+            -1 if fetch_offset is None else fetch_offset,
+            0 if batch_size is None else batch_size,
+            aborted_transactions,
+            self.config.read_committed,
+        )
+
+    # ------------------------------------------------------------------ acknowledgement
+
+    async def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> None:
+        """Apply acknowledgements all-or-nothing and wait until they are durable (SPEC §4.4, §4.6)."""
+        self._require_active()
+        pending = self._tracker.begin_acknowledge(member_id, batches, self._clock.now_ms())
+        await self._persist_pending(pending, "write acknowledgements")
+
+    async def release_acquired_records(self, member_id: str) -> None:
+        """Release every record `member_id` holds (member left or its share session closed)."""
+        self._require_active()
+        pending = self._tracker.begin_release(member_id, self._clock.now_ms())
+        await self._persist_pending(pending, "write released records")
+
+    async def _persist_pending(self, pending: TrackerWrite, what: str) -> None:
+        tid = pending.transition_id
+        if tid == 0:
+            return
+        try:
+            await self._write(pending)
+        except ShareError as exc:
+            self._tracker.complete(tid, False, self._clock.now_ms())
+            raise self._persister_failure(exc, what) from None
+        except BaseException as exc:  # cancelled or broken persister: the write may not have landed
+            self._tracker.complete(tid, False, self._clock.now_ms())
+            if isinstance(exc, Exception):
+                raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"{what}: {exc!r}") from exc
+            raise
+        self._tracker.complete(tid, True, self._clock.now_ms())
+
+    async def _write(self, pending: TrackerWrite) -> None:
+        await self._persister.write_state(
+            self.group_id,
+            self.topic_id,
+            self.partition,
+            state_epoch=self._state_epoch,
+            leader_epoch=self.leader_epoch,
+            start_offset=pending.start_offset,
+            state_batches=pending.state_batches,
+            delivery_complete_count=pending.delivery_complete_count,
+        )
+
+    # ------------------------------------------------------------------ locks and log start
+
+    async def expire_locks(self) -> int:
+        """Expire the locks due at the clock's now; returns the number of records that expired.
+
+        The new states hold whatever the write's outcome: a failed write is logged and counted in
+        `expiry_write_failures` (the next successful write carries the state forward).
+        """
+        if self._status is not SharePartitionStatus.ACTIVE:
+            return 0
+        count, pending = self._tracker.expire_locks(self._clock.now_ms())
+        if pending.state_batches:
+            try:
+                await self._write(pending)
+            except Exception as exc:  # one-phase by design (Kafka ignores a failed expiry write)
+                self.expiry_write_failures += 1
+                if isinstance(exc, ShareError):
+                    self._persister_failure(exc, "write expired locks")
+                log.warning("share-partition %s:%s:%d: expired-lock write failed: %r",
+                            self.group_id, self.topic_id, self.partition, exc)
+        return count
+
+    def update_log_start_offset(self, log_start_offset: int) -> None:
+        """Retention moved the log start offset: archive AVAILABLE records below it (SPEC §4.9)."""
+        if isinstance(log_start_offset, bool) or not isinstance(log_start_offset, int) or log_start_offset < 0:
+            raise ShareError(Errors.INVALID_REQUEST, f"log start offset must be an integer >= 0, got {log_start_offset!r}")
+        self._require_active()
+        self._tracker.update_log_start_offset(log_start_offset)
