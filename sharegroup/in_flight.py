@@ -527,7 +527,7 @@ class InFlightTracker:
                 if cj < len(cut) and cut[cj][0] <= last:
                     c0, c1 = cut[cj]
                     if c0 > pos:
-                        _add_acq(new_runs, pos, c0 - 1, dc)
+                        _add_acq(new_runs, pos, c0 - 1, dc, False)
                     lo, hi = max(c0, pos), min(c1, last)
                     if lo <= hi:
                         self._archive_acquired(lo, hi)
@@ -535,7 +535,7 @@ class InFlightTracker:
                     if c1 <= last:
                         cj += 1
                 else:
-                    _add_acq(new_runs, pos, last, dc)
+                    _add_acq(new_runs, pos, last, dc, False)
                     pos = last + 1
         runs[:] = new_runs
 

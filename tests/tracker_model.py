@@ -258,7 +258,7 @@ class TrackerModel:
                     if r.state == ACQUIRED:
                         r.state, r.member = ARCHIVED, ""
                 else:
-                    _add(out, o, o, dc)
+                    _add(out, o, o, dc, o != f and o - 1 not in cut)
         return out
 
     def begin_acknowledge(self, member, batches, now):
