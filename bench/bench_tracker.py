@@ -1,0 +1,179 @@
+"""Tracker benchmarks (issue: share-partition leader core), both twins in one run, seeded workloads.
+
+Run with `make bench`. Targets for the native twin: whole-batch cycle <= 2 us; per-offset acks one
+offset per call >= 20x the twin; one 500-type acknowledgement >= 50M offsets/s; <= 16 bytes per
+per-offset record and <= 200 bytes per whole batch; 100k records in 1k batches expiring <= 2 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tracemalloc
+import uuid
+
+import pytest
+
+from sharegroup import AcknowledgementBatch, FetchedBatch, ManualClock, ShareGroupConfig
+
+BATCH = 500
+LOCK_MS = 30_000
+
+
+def new(twin, **kw):
+    kw.setdefault("partition_max_record_locks", 10_000_000)
+    return twin(0, record_lock_duration_ms=LOCK_MS, **kw)
+
+
+@pytest.mark.benchmark(group="whole-batch cycle (acquire 500, accept whole, SPSO advances)")
+def test_whole_batch_cycle(benchmark, twin):
+    t = new(twin)
+    state = {"base": 0}
+    accept = (1,)
+
+    def cycle():
+        base = state["base"]
+        t.acquire("member-1", [FetchedBatch(base, base + BATCH - 1)], BATCH, 0)
+        w = t.begin_acknowledge("member-1", [AcknowledgementBatch(base, base + BATCH - 1, accept)], 0)
+        t.complete(w[0], True, 0)
+        state["base"] = base + BATCH
+
+    benchmark(cycle)
+    assert t.start_offset == state["base"] and t.in_flight_count == 0
+
+
+@pytest.mark.benchmark(group="per-offset acknowledgement, one offset per call")
+def test_per_offset_ack_one_per_call(benchmark, twin):
+    t = new(twin)
+    rng = random.Random(7)
+    types = [rng.choice((1, 1, 1, 2, 3)) for _ in range(BATCH)]
+    state = {"base": 0}
+
+    def setup():
+        base = state["base"]
+        t.acquire("m", [FetchedBatch(base, base + BATCH - 1)], BATCH, 0)
+        t.complete(t.begin_acknowledge("m", [AcknowledgementBatch(base, base, (1,))], 0)[0], True, 0)
+        # expire the released ones from the previous round so the window stays small
+        t.expire_locks(0)
+        return (base,), {}
+
+    def acks(base):
+        for i in range(1, BATCH):
+            w = t.begin_acknowledge("m", [AcknowledgementBatch(base + i, base + i, (types[i],))], 0)
+            t.complete(w[0], True, 0)
+        state["base"] = base + BATCH
+        # the released records are re-acquired and accepted so the window drains
+        got = t.acquire("m", [FetchedBatch(base, base + BATCH - 1)], BATCH, 0)
+        if got:
+            t.complete(t.begin_acknowledge("m", [AcknowledgementBatch(g[0], g[1], (1,)) for g in got], 0)[0], True, 0)
+
+    benchmark.pedantic(acks, setup=setup, rounds=30, warmup_rounds=2)
+    benchmark.extra_info["acks_per_round"] = BATCH - 1
+
+
+@pytest.mark.benchmark(group="one acknowledgement with 500 per-offset types")
+def test_ack_500_per_offset_types(benchmark, twin):
+    t = new(twin)
+    rng = random.Random(11)
+    # Mostly ACCEPT with a few RELEASE/REJECT, as a consumer with some failures sends.
+    types = tuple(rng.choice((1,) * 18 + (2, 3)) for _ in range(BATCH))
+    state = {"base": 0}
+
+    def setup():
+        base = state["base"]
+        state["base"] = base + BATCH
+        t.acquire("m", [FetchedBatch(base, base + BATCH - 1)], BATCH, 0)
+        return (base,), {}
+
+    def ack(base):
+        w = t.begin_acknowledge("m", [AcknowledgementBatch(base, base + BATCH - 1, types)], 0)
+        t.complete(w[0], True, 0)
+
+    benchmark.pedantic(ack, setup=setup, rounds=200, warmup_rounds=5)
+    benchmark.extra_info["offsets_per_call"] = BATCH
+
+
+@pytest.mark.benchmark(group="lock-expiry storm: 100k records in 1k batches")
+def test_lock_expiry_storm(benchmark, twin):
+    state = {}
+
+    def setup():
+        t = new(twin)
+        for i in range(1000):
+            t.acquire("m%d" % (i % 7), [FetchedBatch(i * 100, i * 100 + 99)], 100, 0)
+        state["t"] = t
+        return (t,), {}
+
+    def storm(t):
+        n, _w = t.expire_locks(LOCK_MS)
+        assert n == 100_000
+
+    benchmark.pedantic(storm, setup=setup, rounds=15, warmup_rounds=1)
+
+
+def _traced(fn):
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        keep = fn()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return after - before, keep
+
+
+@pytest.mark.benchmark(group="memory")
+def test_memory_per_offset_and_per_batch(benchmark, twin):
+    offsets = 1_000_000
+
+    def per_offset_window():
+        t = new(twin)
+        # 1M offsets in 1k producer batches, each split to per-offset state by a one-offset ack
+        for i in range(1000):
+            base = i * 1000
+            t.acquire("m", [FetchedBatch(base, base + 999)], 1000, 0)
+            t.complete(t.begin_acknowledge("m", [AcknowledgementBatch(base + 999, base + 999, (1,))], 0)[0], True, 0)
+        return t
+
+    t0 = new(twin)
+    del t0
+    per_offset_bytes, t = _traced(per_offset_window)
+    assert t.in_flight_count == offsets
+
+    def whole_batches():
+        t = new(twin)
+        for i in range(10_000):
+            t.acquire("m", [FetchedBatch(i * 10, i * 10 + 9)], 10, 0)
+        return t
+
+    per_batch_bytes, t2 = _traced(whole_batches)
+    benchmark.extra_info["bytes_per_offset_per_offset_state"] = round(per_offset_bytes / offsets, 2)
+    benchmark.extra_info["bytes_per_whole_batch"] = round(per_batch_bytes / 10_000, 1)
+    print(f"\n{twin.__module__}: {per_offset_bytes / offsets:.2f} bytes/offset (per-offset state), "
+          f"{per_batch_bytes / 10_000:.1f} bytes/whole batch")
+    benchmark.pedantic(lambda: None, rounds=1)
+
+
+@pytest.mark.benchmark(group="SharePartition: acquire + async acknowledge through InMemoryPersister")
+def test_share_partition_cycle(benchmark):
+    from persister import InMemoryPersister
+    from sharegroup.partition import SharePartition
+
+    topic = uuid.UUID(int=1)
+    clock = ManualClock(0)
+    p = InMemoryPersister(clock=clock)
+    p.seed("g", topic, 0, state_epoch=0, start_offset=0, state_batches=[])
+    sp = SharePartition("g", topic, 0, persister=p, clock=clock, config=ShareGroupConfig())
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(sp.initialize())
+    state = {"base": 0}
+
+    def cycle():
+        base = state["base"]
+        sp.acquire("m", [FetchedBatch(base, base + BATCH - 1)], max_records=BATCH)
+        loop.run_until_complete(sp.acknowledge("m", [AcknowledgementBatch(base, base + BATCH - 1, (1,))]))
+        state["base"] = base + BATCH
+
+    benchmark(cycle)
+    loop.close()
+    assert sp.start_offset == state["base"]
