@@ -1,0 +1,69 @@
+"""The record log the share coordinator writes to: the `RecordLog` protocol, `LogEntry` and `CorruptLogError`.
+
+The coordinator owns the rules and the decision of which offset is redundant; a log only stores framed
+records at increasing offsets, says when they are durable and deletes prefixes (SPEC §5). `MemoryLog`
+keeps them in a list; the durable segment log keeps them in checksummed segment files.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
+
+from .records import ShareRecord, StateKey
+
+__all__ = ["LogEntry", "RecordLog", "CorruptLogError"]
+
+
+class LogEntry(NamedTuple):
+    """One record of the log at its offset; `record` None is a tombstone."""
+
+    offset: int
+    key: StateKey
+    record: ShareRecord
+
+
+@runtime_checkable
+class RecordLog(Protocol):
+    """An append-only log of (key, record) pairs at consecutive offsets from `start_offset`."""
+
+    @property
+    def start_offset(self) -> int:
+        """Offset of the first record still held (everything below was deleted)."""
+        ...
+
+    @property
+    def end_offset(self) -> int:
+        """Offset the next appended record will get (exclusive end of the log)."""
+        ...
+
+    async def append(self, entries: Sequence[tuple[StateKey, ShareRecord]]) -> list[int]:
+        """Append the entries in order, all or none; resolve with their offsets once they are durable."""
+        ...
+
+    def read_all(self) -> Iterator[LogEntry]:
+        """Every record from `start_offset` to `end_offset` (as of the call), in offset order."""
+        ...
+
+    async def delete_below(self, offset: int) -> int:
+        """Delete records below `offset` (a log may keep some, e.g. whole segments); return the new
+        `start_offset`, which never exceeds `offset` and never moves backwards."""
+        ...
+
+    async def close(self) -> None:
+        """Release the log; later appends fail."""
+        ...
+
+
+class CorruptLogError(Exception):
+    """A record in the log that fails its checks and is not a torn tail; recovery refuses to go on."""
+
+    def __init__(self, path: str | None, offset: int | None, reason: str = "") -> None:
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+        where = f"{path}" if path is not None else "the log"
+        at = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"corrupt record in {where}{at}" + (f": {reason}" if reason else ""))
+
+    def __reduce__(self):  # keep .path and .offset across pickling (multiprocessing, Spark)
+        return (CorruptLogError, (self.path, self.offset, self.reason))

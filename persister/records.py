@@ -1,0 +1,315 @@
+"""The state log's records and their byte form: ShareCheckpoint, ShareDelta, tombstones, and framing.
+
+A ShareCheckpoint holds the full state of one share-partition and a ShareDelta one write's change
+(Kafka's ShareSnapshot and ShareUpdate, under the names of the original KIP-932 draft); a tombstone is a
+checkpoint key with no value. Each record is framed so that a reader detects a torn or corrupt one:
+
+    length  u32 big-endian   bytes in the body (type + version + payload), at most MAX_FRAME_BYTES
+    crc     u32 big-endian   CRC32C of the 4 length bytes followed by the body
+    body    type u8 | format version u8 | msgpack payload [key, value or nil]
+
+The CRC covers the length too, so a flipped length bit is caught as corruption rather than misread as
+a torn frame whenever the frame still fits in the buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import uuid
+from typing import Iterator, NamedTuple, Union
+
+import crc32c
+import msgpack
+
+from sharegroup.types import StateBatch
+
+__all__ = [
+    "StateKey",
+    "ShareCheckpoint",
+    "ShareDelta",
+    "ShareRecord",
+    "RecordDecodeError",
+    "TornRecordError",
+    "encode_record",
+    "decode_record",
+    "iter_records",
+    "RECORD_TYPE_CHECKPOINT",
+    "RECORD_TYPE_DELTA",
+    "FORMAT_VERSION",
+    "FRAME_HEADER_BYTES",
+    "MAX_FRAME_BYTES",
+]
+
+RECORD_TYPE_CHECKPOINT = 0  # also the type of a tombstone (as Kafka's ShareSnapshotKey, apiKey 0)
+RECORD_TYPE_DELTA = 1
+FORMAT_VERSION = 0
+MAX_FRAME_BYTES = 64 * 2**20  # a longer length field is corruption, never an allocation
+
+_PREFIX = struct.Struct(">II")  # length, crc
+FRAME_HEADER_BYTES = _PREFIX.size
+_BODY_MIN_BYTES = 3  # type, version and at least one payload byte
+
+_INT8 = (-(2**7), 2**7 - 1)
+_INT16 = (-(2**15), 2**15 - 1)
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class StateKey(NamedTuple):
+    """The key of one share-partition's state: Kafka's SharePartitionKey (group, topic id, partition)."""
+
+    group_id: str
+    topic_id: uuid.UUID
+    partition: int
+
+
+def _as_batches(batches) -> tuple[StateBatch, ...]:
+    return tuple(b if type(b) is StateBatch else StateBatch(*b) for b in batches)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareCheckpoint:
+    """The full state of one share-partition (Kafka's ShareSnapshot); replaying it replaces the state.
+
+    `state_batches` is stored as a tuple of StateBatch so the value is immutable and hashable.
+    """
+
+    checkpoint_epoch: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+    create_timestamp_ms: int
+    write_timestamp_ms: int
+    state_batches: tuple[StateBatch, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state_batches", _as_batches(self.state_batches))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareDelta:
+    """One write's change to a share-partition (Kafka's ShareUpdate), merged into the state on replay.
+
+    -1 in `start_offset` or `leader_epoch` means "unchanged"; `state_batches` are the write's batches,
+    combined among themselves and pruned by the new start offset.
+    """
+
+    checkpoint_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+    state_batches: tuple[StateBatch, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state_batches", _as_batches(self.state_batches))
+
+
+ShareRecord = Union[ShareCheckpoint, ShareDelta, None]  # None is a tombstone
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that are not a valid record frame: bad length, CRC mismatch, unknown type or version, or a
+    payload of the wrong shape. A torn frame raises the subclass TornRecordError."""
+
+
+class TornRecordError(RecordDecodeError):
+    """The buffer ends inside a frame: what a crash in the middle of an append leaves behind."""
+
+
+# -- encoding -----------------------------------------------------------------------------------
+
+
+def encode_record(key: StateKey, value: ShareRecord) -> bytes:
+    """Frame one record: `value` None is a tombstone. Raises ValueError (or TypeError) for a key or
+    value that `decode_record` would refuse, so everything written can be read back."""
+    group_id, topic_id, partition = key
+    if not isinstance(topic_id, uuid.UUID):
+        raise TypeError(f"topic_id must be a uuid.UUID, not {type(topic_id).__name__}")
+    try:
+        record_type, encoded_value = _encode_value(value)
+        encoded_key = [group_id, topic_id.bytes, _plain(partition)]
+        _check_key(encoded_key)
+    except RecordDecodeError as exc:
+        raise ValueError(f"cannot encode record: {exc}") from None
+    payload = msgpack.packb([encoded_key, encoded_value], use_bin_type=True)
+    body = bytes((record_type, FORMAT_VERSION)) + payload
+    if len(body) > MAX_FRAME_BYTES:
+        raise ValueError(f"record of {len(body)} bytes exceeds MAX_FRAME_BYTES ({MAX_FRAME_BYTES})")
+    length = len(body).to_bytes(4, "big")
+    crc = crc32c.crc32c(body, crc32c.crc32c(length))
+    return length + crc.to_bytes(4, "big") + body
+
+
+def _encode_value(value: ShareRecord) -> tuple[int, list | None]:
+    """The record type and the msgpack-ready field list of a value, checked as a decoder would."""
+    if value is None:
+        return RECORD_TYPE_CHECKPOINT, None
+    if isinstance(value, ShareCheckpoint):
+        fields = [
+            _plain(value.checkpoint_epoch),
+            _plain(value.state_epoch),
+            _plain(value.leader_epoch),
+            _plain(value.start_offset),
+            _plain(value.delivery_complete_count),
+            _plain(value.create_timestamp_ms),
+            _plain(value.write_timestamp_ms),
+            _flatten(value.state_batches),
+        ]
+        _check_checkpoint(fields)
+        return RECORD_TYPE_CHECKPOINT, fields
+    if isinstance(value, ShareDelta):
+        fields = [
+            _plain(value.checkpoint_epoch),
+            _plain(value.leader_epoch),
+            _plain(value.start_offset),
+            _plain(value.delivery_complete_count),
+            _flatten(value.state_batches),
+        ]
+        _check_delta(fields)
+        return RECORD_TYPE_DELTA, fields
+    raise TypeError(f"a record value is a ShareCheckpoint, a ShareDelta or None, not {type(value).__name__}")
+
+
+def _plain(value):
+    """An int subclass (IntEnum, ...) as a plain int, so it passes the exact-type checks; bools stay bools."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _flatten(batches) -> list:
+    """State batches as one flat list [first, last, state, count, ...]: compact and quick to decode."""
+    flat: list = []
+    for batch in batches:
+        flat.extend(map(_plain, batch))
+    return flat
+
+
+# -- decoding -----------------------------------------------------------------------------------
+
+
+def decode_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[StateKey, ShareRecord, int]:
+    """Decode the frame at `offset` of `buf`; return (key, value or None, offset of the next frame).
+
+    Raises TornRecordError when `buf` ends inside the frame (including before its header) and
+    RecordDecodeError for anything else that is not a valid frame. Work and memory are bounded by the
+    bytes present: a length field above MAX_FRAME_BYTES is refused before anything is read.
+    """
+    view = memoryview(buf)
+    remaining = len(view) - offset
+    if offset < 0 or remaining < 0:
+        raise ValueError(f"offset {offset} outside a buffer of {len(view)} bytes")
+    if remaining < FRAME_HEADER_BYTES:
+        raise TornRecordError(f"buffer ends {remaining} bytes into a frame header at byte {offset}")
+    length, crc = _PREFIX.unpack_from(view, offset)
+    if length > MAX_FRAME_BYTES or length < _BODY_MIN_BYTES:
+        raise RecordDecodeError(f"frame length {length} at byte {offset} is out of range")
+    end = offset + FRAME_HEADER_BYTES + length
+    if end > len(view):
+        have = remaining - FRAME_HEADER_BYTES
+        raise TornRecordError(f"frame at byte {offset} needs {length} body bytes, buffer has {have}")
+    body = view[offset + FRAME_HEADER_BYTES : end]
+    if crc32c.crc32c(body, crc32c.crc32c(view[offset : offset + 4])) != crc:
+        raise RecordDecodeError(f"CRC mismatch in the frame at byte {offset}")
+    record_type, version = body[0], body[1]
+    if version != FORMAT_VERSION:
+        raise RecordDecodeError(f"unsupported record format version {version} at byte {offset}")
+    if record_type not in (RECORD_TYPE_CHECKPOINT, RECORD_TYPE_DELTA):
+        raise RecordDecodeError(f"unknown record type {record_type} at byte {offset}")
+    try:
+        payload = msgpack.unpackb(body[2:], raw=False, use_list=True, strict_map_key=True)
+        key, value = _decode_payload(record_type, payload)
+    except RecordDecodeError:
+        raise
+    except Exception as exc:  # msgpack's FormatError, ExtraData, ValueError, UnicodeDecodeError, ...
+        raise RecordDecodeError(f"bad payload in the frame at byte {offset}: {exc!r}") from exc
+    return key, value, end
+
+
+def iter_records(buf: bytes | bytearray | memoryview, offset: int = 0) -> Iterator[tuple[StateKey, ShareRecord, int]]:
+    """Decode consecutive frames from `offset` to the end of `buf`, yielding (key, value, next_offset).
+
+    Stops cleanly at the end of the buffer; raises like `decode_record` on a torn or corrupt frame, so
+    the caller knows the byte offset where valid data ended (the last `next_offset` yielded).
+    """
+    end = len(buf)
+    while offset < end:
+        key, value, offset = decode_record(buf, offset)
+        yield key, value, offset
+
+
+def _decode_payload(record_type: int, payload) -> tuple[StateKey, ShareRecord]:
+    if type(payload) is not list or len(payload) != 2:
+        raise RecordDecodeError("a payload is a 2-element array [key, value]")
+    encoded_key, encoded_value = payload
+    _check_key(encoded_key)
+    group_id, topic_bytes, partition = encoded_key
+    key = StateKey(group_id, uuid.UUID(bytes=topic_bytes), partition)
+    if encoded_value is None:
+        if record_type != RECORD_TYPE_CHECKPOINT:
+            raise RecordDecodeError("a tombstone must have the checkpoint record type")
+        return key, None
+    if record_type == RECORD_TYPE_CHECKPOINT:
+        _check_checkpoint(encoded_value)
+        *fields, flat = encoded_value
+        return key, ShareCheckpoint(*fields, _unflatten(flat))
+    _check_delta(encoded_value)
+    *fields, flat = encoded_value
+    return key, ShareDelta(*fields, _unflatten(flat))
+
+
+def _unflatten(flat: list[int]) -> tuple[StateBatch, ...]:
+    it = iter(flat)
+    return tuple(map(StateBatch, it, it, it, it))
+
+
+# -- shape checks shared by encoding and decoding -----------------------------------------------
+
+
+def _int_in(value, bounds: tuple[int, int]) -> bool:
+    return type(value) is int and bounds[0] <= value <= bounds[1]
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise RecordDecodeError(what)
+
+
+def _check_key(encoded_key) -> None:
+    _require(type(encoded_key) is list and len(encoded_key) == 3, "a key is [group_id, topic_id, partition]")
+    group_id, topic_bytes, partition = encoded_key
+    _require(type(group_id) is str, "group_id must be a string")
+    _require(type(topic_bytes) is bytes and len(topic_bytes) == 16, "topic_id must be 16 bytes")
+    _require(_int_in(partition, (0, _INT32[1])), "partition must be an int32 >= 0")
+
+
+def _check_checkpoint(fields) -> None:
+    _require(type(fields) is list and len(fields) == 8, "a checkpoint value has 8 fields")
+    checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = fields
+    _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
+    _require(_int_in(state_epoch, (0, _INT32[1])), "state_epoch must be an int32 >= 0")
+    _require(_int_in(leader_epoch, (-1, _INT32[1])), "leader_epoch must be an int32 >= -1")
+    _require(_int_in(start_offset, (-1, _INT64[1])), "start_offset must be an int64 >= -1")
+    _require(_int_in(dcc, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
+    _require(_int_in(create_ms, _INT64) and _int_in(write_ms, _INT64), "timestamps must be int64")
+    _check_batches(flat)
+
+
+def _check_delta(fields) -> None:
+    _require(type(fields) is list and len(fields) == 5, "a delta value has 5 fields")
+    checkpoint_epoch, leader_epoch, start_offset, dcc, flat = fields
+    _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
+    _require(_int_in(leader_epoch, (-1, _INT32[1])), "leader_epoch must be an int32 >= -1")
+    _require(_int_in(start_offset, (-1, _INT64[1])), "start_offset must be an int64 >= -1")
+    _require(_int_in(dcc, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
+    _check_batches(flat)
+
+
+def _check_batches(flat) -> None:
+    _require(type(flat) is list and len(flat) % 4 == 0, "state batches are a flat int array of 4-tuples")
+    for i in range(0, len(flat), 4):
+        first, last, state, count = flat[i : i + 4]
+        _require(_int_in(first, (0, _INT64[1])), "a state batch's first_offset must be an int64 >= 0")
+        _require(_int_in(last, (first, _INT64[1])), "a state batch's last_offset must be >= its first_offset")
+        _require(_int_in(state, _INT8), "delivery_state must be an int8")
+        _require(_int_in(count, (0, _INT16[1])), "delivery_count must be an int16 >= 0")
