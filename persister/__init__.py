@@ -2,12 +2,15 @@
 
 `ShareCoordinator` holds every rule (validation, fencing, combining, checkpoint counting) and changes
 its state only by replaying the records it appends to a `RecordLog`; `InMemoryPersister` is that
-coordinator over a `MemoryLog`, with controls for tests (SPEC §3.2, §5). Depends on layer 0 only.
+coordinator over a `MemoryLog`, with controls for tests; `LocalPersister` is the same coordinator over
+the durable `SegmentLog` (SPEC §3.2, §5). Depends on layer 0 only.
 """
 
 from .combiner import combine
 from .coordinator import ShareCoordinator
 from .in_memory import InMemoryPersister, WriteRequest
+from .local import LocalPersister
+from .log import LogLockedError, LogWriteError, SegmentInfo, SegmentLog, read_log
 from .log_api import CorruptLogError, LogEntry, RecordLog
 from .memory_log import MemoryLog
 from .records import (
@@ -16,6 +19,7 @@ from .records import (
     ShareDelta,
     StateKey,
     TornRecordError,
+    check_frame,
     decode_record,
     encode_record,
     iter_records,
@@ -27,12 +31,17 @@ __all__ = [
     "DeleteItem",
     "InMemoryPersister",
     "InitializeItem",
+    "LocalPersister",
     "LogEntry",
+    "LogLockedError",
+    "LogWriteError",
     "MemoryLog",
     "PartitionResult",
     "ReadItem",
     "RecordDecodeError",
     "RecordLog",
+    "SegmentInfo",
+    "SegmentLog",
     "ShareCheckpoint",
     "ShareCoordinator",
     "ShareDelta",
@@ -40,8 +49,10 @@ __all__ = [
     "TornRecordError",
     "WriteItem",
     "WriteRequest",
+    "check_frame",
     "combine",
     "decode_record",
     "encode_record",
     "iter_records",
+    "read_log",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "RecordDecodeError",
     "TornRecordError",
     "encode_record",
+    "check_frame",
     "decode_record",
     "iter_records",
     "RECORD_TYPE_CHECKPOINT",
@@ -188,14 +189,15 @@ def _flatten(batches) -> list:
 # -- decoding -----------------------------------------------------------------------------------
 
 
-def decode_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[StateKey, ShareRecord, int]:
-    """Decode the frame at `offset` of `buf`; return (key, value or None, offset of the next frame).
+def check_frame(buf: bytes | bytearray | memoryview, offset: int = 0) -> int:
+    """Check the framing of the frame at `offset` of `buf` (length range, CRC, record type and format
+    version) without decoding its payload; return the offset of the next frame.
 
-    Raises TornRecordError when `buf` ends inside the frame (including before its header) and
-    RecordDecodeError for anything else that is not a valid frame. Work and memory are bounded by the
-    bytes present: a length field above MAX_FRAME_BYTES is refused before anything is read.
+    Raises TornRecordError when `buf` ends inside the frame and RecordDecodeError for any other framing
+    fault, exactly as `decode_record` does. This is what a log scans with on recovery: a few hundred
+    nanoseconds per frame instead of a full decode.
     """
-    view = memoryview(buf)
+    view = buf if type(buf) is memoryview else memoryview(buf)
     remaining = len(view) - offset
     if offset < 0 or remaining < 0:
         raise ValueError(f"offset {offset} outside a buffer of {len(view)} bytes")
@@ -208,14 +210,28 @@ def decode_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple
     if end > len(view):
         have = remaining - FRAME_HEADER_BYTES
         raise TornRecordError(f"frame at byte {offset} needs {length} body bytes, buffer has {have}")
-    body = view[offset + FRAME_HEADER_BYTES : end]
-    if crc32c.crc32c(body, crc32c.crc32c(view[offset : offset + 4])) != crc:
+    body_start = offset + FRAME_HEADER_BYTES
+    if crc32c.crc32c(view[body_start:end], crc32c.crc32c(view[offset : offset + 4])) != crc:
         raise RecordDecodeError(f"CRC mismatch in the frame at byte {offset}")
-    record_type, version = body[0], body[1]
+    record_type, version = view[body_start], view[body_start + 1]
     if version != FORMAT_VERSION:
         raise RecordDecodeError(f"unsupported record format version {version} at byte {offset}")
     if record_type not in (RECORD_TYPE_CHECKPOINT, RECORD_TYPE_DELTA):
         raise RecordDecodeError(f"unknown record type {record_type} at byte {offset}")
+    return end
+
+
+def decode_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[StateKey, ShareRecord, int]:
+    """Decode the frame at `offset` of `buf`; return (key, value or None, offset of the next frame).
+
+    Raises TornRecordError when `buf` ends inside the frame (including before its header) and
+    RecordDecodeError for anything else that is not a valid frame. Work and memory are bounded by the
+    bytes present: a length field above MAX_FRAME_BYTES is refused before anything is read.
+    """
+    view = memoryview(buf)
+    end = check_frame(view, offset)
+    body = view[offset + FRAME_HEADER_BYTES : end]
+    record_type = body[0]
     try:
         payload = msgpack.unpackb(body[2:], raw=False, use_list=True, strict_map_key=True)
         key, value = _decode_payload(record_type, payload)

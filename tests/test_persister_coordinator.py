@@ -1,10 +1,16 @@
 """ShareCoordinator: validation and fencing with exact error codes, record rules, checkpoint counting,
-replay equivalence, pruning, idle checkpoints, batched RPCs, failed appends and concurrency."""
+replay equivalence, pruning, idle checkpoints, batched RPCs, failed appends and concurrency.
+
+A conformance suite: every test that lets `open_coordinator` choose the log runs twice, over a MemoryLog
+and over the durable SegmentLog (a fresh directory, fsync off, 1 KiB segments so that appends roll
+segments and pruning deletes files). Tests that build their own MemoryLog run once."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
+import sys
 import uuid
 
 import pytest
@@ -37,13 +43,43 @@ def run(coro):
     return asyncio.run(coro)
 
 
+# Set by the `log_kind` fixture: the directory under which `open_coordinator` opens segment logs, or None
+# for a MemoryLog.
+_segment_log_root = None
+_segment_log_names = itertools.count()
+
+
+@pytest.fixture(autouse=True, params=["memory", "segment"])
+def log_kind(request, tmp_path, monkeypatch):
+    """Run each test over a MemoryLog and over a SegmentLog; `memory_log_only` tests run once."""
+    if request.param == "segment":
+        reason = getattr(request.function, "memory_log_only", None)
+        if reason is not None:
+            pytest.skip(f"MemoryLog only: {reason}")
+        monkeypatch.setattr(sys.modules[__name__], "_segment_log_root", tmp_path)
+    return request.param
+
+
+def memory_log_only(reason: str):
+    """Mark a test that builds its own log (so it would run the same twice)."""
+
+    def mark(test):
+        test.memory_log_only = reason
+        return test
+
+    return mark
+
+
 async def open_coordinator(n=500, *, log=None, clock=None, interval_ms=300_000) -> ShareCoordinator:
-    return await ShareCoordinator.open(
-        log if log is not None else MemoryLog(),
+    options = dict(
         snapshot_update_records_per_snapshot=n,
         cold_checkpoint_interval_ms=interval_ms,
         clock=clock if clock is not None else ManualClock(1_000),
     )
+    if log is None and _segment_log_root is not None:
+        log_dir = _segment_log_root / f"state-log-{next(_segment_log_names)}"
+        return await ShareCoordinator.open(log_dir, fsync=False, segment_bytes=1024, **options)
+    return await ShareCoordinator.open(log if log is not None else MemoryLog(), **options)
 
 
 def records(coord: ShareCoordinator) -> list:
@@ -101,6 +137,7 @@ def test_cold_interval_must_be_positive():
         run(open_coordinator(interval_ms=0))
 
 
+@memory_log_only("passes log instances")
 def test_open_refuses_non_logs_and_log_options_with_an_instance():
     with pytest.raises(TypeError):
         run(ShareCoordinator.open(object()))
@@ -602,6 +639,7 @@ def test_random_workload_matches_model_and_replays_identically(seed):
     run(main())
 
 
+@memory_log_only("writes records with MemoryLog.append_now")
 def test_replay_of_a_delta_for_an_unknown_key_builds_state_like_kafka():
     async def main():
         log = MemoryLog()
@@ -771,6 +809,7 @@ def test_batched_rpcs_return_one_result_per_item_in_order():
 # -- failed appends -------------------------------------------------------------------------------
 
 
+@memory_log_only("MemoryLog's fail hook (test_persister_local has the SegmentLog twin)")
 def test_a_failed_append_leaves_state_and_log_unchanged():
     async def main():
         failure = {"exc": None}
@@ -814,6 +853,7 @@ class YieldingLog(MemoryLog):
         return await super().append(entries)
 
 
+@memory_log_only("a gated YieldingLog")
 def test_concurrent_writes_to_one_key_are_serialised():
     async def main():
         coord = await open_coordinator(2, log=YieldingLog())
@@ -833,6 +873,7 @@ def test_concurrent_writes_to_one_key_are_serialised():
     run(main())
 
 
+@memory_log_only("a gated YieldingLog")
 def test_concurrent_initializes_of_a_new_key_get_successive_checkpoint_epochs():
     async def main():
         coord = await open_coordinator(log=YieldingLog())
@@ -842,6 +883,7 @@ def test_concurrent_initializes_of_a_new_key_get_successive_checkpoint_epochs():
     run(main())
 
 
+@memory_log_only("a gated YieldingLog")
 def test_a_cancelled_write_whose_append_went_through_is_still_replayed():
     async def main():
         log = YieldingLog()
@@ -867,6 +909,7 @@ def test_a_cancelled_write_whose_append_went_through_is_still_replayed():
     run(main())
 
 
+@memory_log_only("a gated YieldingLog")
 def test_prune_never_passes_an_append_in_flight():
     async def main():
         log = YieldingLog()
@@ -890,6 +933,7 @@ def test_prune_never_passes_an_append_in_flight():
 # -- lifecycle and invariants ---------------------------------------------------------------------
 
 
+@memory_log_only("a borrowed MemoryLog")
 def test_a_closed_coordinator_is_not_available_and_leaves_a_borrowed_log_open():
     async def main():
         log = MemoryLog()

@@ -1,0 +1,156 @@
+"""`LocalPersister`: the Persister protocol over an embedded ShareCoordinator over a SegmentLog.
+
+The durable twin of InMemoryPersister: the same coordinator (every rule lives there), but its records
+go to checksummed, fsync'd segment files in one directory and are replayed from them on open (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Sequence
+
+from sharegroup.clock import Clock, SystemClock
+from sharegroup.types import PartitionState, StateBatch, StateSummary
+
+from .coordinator import ShareCoordinator
+from .log import SegmentLog
+from .metrics import metrics_for
+from .records import StateKey
+
+__all__ = ["LocalPersister"]
+
+
+class LocalPersister:
+    """A Persister whose state is durable in `log_dir`; build it with `await LocalPersister.open(...)`.
+
+    Every call is answered by the embedded `coordinator` and only after its record is fsync'd (with the
+    default `fsync=True`); concurrent calls for different share-partitions share group commits.
+    """
+
+    def __init__(self, coordinator: ShareCoordinator) -> None:
+        if not isinstance(coordinator.log, SegmentLog):
+            raise TypeError("a LocalPersister runs over a SegmentLog; use `await LocalPersister.open(log_dir)`")
+        self.coordinator = coordinator
+        self.replay_seconds = 0.0  # time the latest open spent replaying the log into the coordinator
+
+    @classmethod
+    async def open(
+        cls,
+        log_dir: str | os.PathLike,
+        *,
+        snapshot_update_records_per_snapshot: int = 500,
+        cold_checkpoint_interval_ms: int = 300_000,
+        clock: Clock = SystemClock(),
+        **log_options,
+    ) -> LocalPersister:
+        """Open (creating if needed) the state log in `log_dir` and replay it; `log_options` go to
+        `SegmentLog.open` (fsync, segment_bytes, max_pending_appends, max_group_bytes, metrics_registry).
+
+        Raises CorruptLogError for a corrupt log (nothing changed) and LogLockedError when the directory
+        is already open elsewhere.
+        """
+        started = time.perf_counter()
+        coordinator = await ShareCoordinator.open(
+            os.fspath(log_dir),
+            snapshot_update_records_per_snapshot=snapshot_update_records_per_snapshot,
+            cold_checkpoint_interval_ms=cold_checkpoint_interval_ms,
+            clock=clock,
+            **log_options,
+        )
+        log = coordinator.log
+        assert isinstance(log, SegmentLog)
+        replay_seconds = max(0.0, time.perf_counter() - started - log.recovery_seconds)
+        metrics = metrics_for(log_options.get("metrics_registry"))
+        metrics.recovery_seconds.labels(log=log.log_dir, stage="replay").observe(replay_seconds)
+        persister = cls(coordinator)
+        persister.replay_seconds = replay_seconds
+        return persister
+
+    @property
+    def log(self) -> SegmentLog:
+        return self.coordinator.log  # type: ignore[return-value]
+
+    @property
+    def log_dir(self) -> str:
+        return self.log.log_dir
+
+    @property
+    def closed(self) -> bool:
+        return self.coordinator.closed
+
+    # -- the Persister protocol --------------------------------------------------------------------
+
+    async def initialize_state(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int, start_offset: int
+    ) -> None:
+        await self.coordinator.initialize_state(
+            group_id, topic_id, partition, state_epoch=state_epoch, start_offset=start_offset
+        )
+
+    async def read_state(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
+    ) -> PartitionState:
+        return await self.coordinator.read_state(group_id, topic_id, partition, leader_epoch=leader_epoch)
+
+    async def write_state(
+        self,
+        group_id: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        state_batches: Sequence[StateBatch],
+        delivery_complete_count: int = -1,
+    ) -> None:
+        await self.coordinator.write_state(
+            group_id,
+            topic_id,
+            partition,
+            state_epoch=state_epoch,
+            leader_epoch=leader_epoch,
+            start_offset=start_offset,
+            state_batches=state_batches,
+            delivery_complete_count=delivery_complete_count,
+        )
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        await self.coordinator.delete_state(group_id, topic_id, partition)
+
+    async def read_summary(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
+    ) -> StateSummary:
+        return await self.coordinator.read_summary(group_id, topic_id, partition, leader_epoch=leader_epoch)
+
+    # -- maintenance -------------------------------------------------------------------------------
+
+    async def prune(self) -> int:
+        """Delete the redundant prefix of the log (whole segments); return the new log start offset."""
+        return await self.coordinator.prune()
+
+    async def checkpoint_idle_keys(self) -> int:
+        """Re-checkpoint keys idle for `cold_checkpoint_interval_ms` so they stop pinning the log."""
+        return await self.coordinator.checkpoint_idle_keys()
+
+    async def close(self) -> None:
+        """Let writes in flight finish, then close the coordinator and the log (releasing the directory)."""
+        await self.coordinator.close()
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def state_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> PartitionState | None:
+        """The durable state of one share-partition (completed writes only), or None when it has none."""
+        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
+        if state is None:
+            return None
+        return PartitionState(state.state_epoch, state.start_offset, list(state.state_batches))
+
+    def summary_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> StateSummary | None:
+        """Like `state_of`, the summary fields (epochs, start offset, delivery complete count)."""
+        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
+        if state is None:
+            return None
+        return StateSummary(state.state_epoch, state.leader_epoch, state.start_offset, state.delivery_complete_count)

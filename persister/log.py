@@ -1,0 +1,948 @@
+"""`SegmentLog`: the durable RecordLog: checksummed segment files, group commit, recovery, pruning.
+
+Layout of a log directory::
+
+    00000000000000000000.log    segment files, named by the offset of their first record (20 digits)
+    00000000000000004711.log    ... each a plain sequence of record frames (persister.records: length,
+    ...                         CRC32C, type, version, msgpack payload); no per-segment header
+    log-start-offset            the log start offset, once something was pruned (atomically replaced)
+    .lock                       flock'd while a SegmentLog has the directory open
+
+Offsets are implicit: a record's offset is its segment's base offset plus its index in the segment, so
+the file names plus one scan give every offset. A segment holds whole appends; the next append rolls a
+new segment when it would take the active one past `segment_bytes` (a single append larger than that
+gets a segment of its own size). The log start offset may lie inside the first segment (records below
+it are skipped on read); `delete_below` moves it and deletes the whole segments below it.
+
+Group commit: `append` encodes its records, queues them and waits. One writer task at a time takes
+everything queued (up to `max_group_bytes`), writes it in a worker thread with as few `write` calls as
+possible and fsyncs once, then resolves every waiting append with its offsets. While one group is being
+fsync'd the next one accumulates, so under load one fsync carries many writes. At most
+`max_pending_appends` appends may be queued or in flight; further appends wait for room (backpressure).
+An append's future resolves only after its bytes (and, for a new segment, the directory entry) are
+durable. When a group fails (a write or fsync error), every append in it fails, the segment is
+truncated back to where the group began and segments it created are removed, so the log never keeps
+half-written bytes; if even that undo fails, the log refuses every later append until it is reopened.
+
+Recovery on open scans every live segment from the log start and checks each frame's length and CRC.
+A bad frame in the last segment with nothing valid after it is a torn tail (a crash during an append
+that was never acknowledged): it is truncated. Any other bad frame (in an earlier segment, or followed
+by valid frames) raises CorruptLogError naming the file and the record's offset, and nothing is
+truncated or deleted. Segments are written in order and the previous one is fsync'd before a new one
+gets bytes, so after a crash only the last segment can end torn. (A flipped bit in the very last record
+of the log cannot be told from a torn write; it is truncated like one, with a warning naming the file.)
+
+Files are only touched from worker threads (`run_in_executor`), except `read_all`, which the
+coordinator calls synchronously while it replays on open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import fcntl
+import functools
+import logging
+import os
+import re
+import time
+import weakref
+from typing import Iterator, NamedTuple, Sequence
+
+import crc32c
+from prometheus_client import CollectorRegistry
+
+from .log_api import CorruptLogError, LogEntry
+from .metrics import metrics_for
+from .records import (
+    FRAME_HEADER_BYTES,
+    RecordDecodeError,
+    ShareRecord,
+    StateKey,
+    TornRecordError,
+    check_frame,
+    decode_record,
+    encode_record,
+)
+
+__all__ = [
+    "SegmentLog",
+    "SegmentInfo",
+    "LogWriteError",
+    "LogLockedError",
+    "read_log",
+    "segment_file_name",
+    "SEGMENT_BYTES_MIN",
+    "START_OFFSET_FILE",
+]
+
+_logger = logging.getLogger(__name__)
+
+SEGMENT_SUFFIX = ".log"
+START_OFFSET_FILE = "log-start-offset"
+LOCK_FILE = ".lock"
+SEGMENT_BYTES_MIN = 1024
+DEFAULT_SEGMENT_BYTES = 100 * 2**20
+DEFAULT_MAX_PENDING_APPENDS = 16_384
+DEFAULT_MAX_GROUP_BYTES = 8 * 2**20
+_READ_CHUNK_BYTES = 4 * 2**20
+_SEGMENT_NAME = re.compile(r"(\d{20})\.log")
+_START_OFFSET_LINE = re.compile(rb"sharegroup-log-start 1 (\d{1,19}) ([0-9a-f]{8})\n")
+
+
+def segment_file_name(base_offset: int) -> str:
+    """The file name of the segment whose first record has `base_offset`."""
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+class LogWriteError(OSError):
+    """An append that failed: its group commit could not be written or fsync'd (the bytes were truncated
+    back), or the log is unusable after an earlier failure it could not undo."""
+
+
+class LogLockedError(OSError):
+    """The log directory is already open by another SegmentLog (in this or another process)."""
+
+
+class SegmentInfo(NamedTuple):
+    """One segment file as the log sees it: base offset, path, bytes and records held."""
+
+    base_offset: int
+    path: str
+    size_bytes: int
+    record_count: int
+
+
+# -- file primitives (module functions so that tests can inject failures) ------------------------
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync(fd: int) -> None:
+    """Make a file's data durable (fdatasync also flushes the size an append changed)."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # pragma: no cover - macOS
+        os.fsync(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a directory's entries durable (a created, renamed or deleted file)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- recovery scan (shared by SegmentLog.open and read_log) --------------------------------------
+
+
+class _BadFrame(Exception):
+    """Raised by `_walk_frames` at the first frame that is not valid: its file position and why."""
+
+    def __init__(self, file_pos: int, cause: RecordDecodeError) -> None:
+        super().__init__(file_pos, cause)
+        self.file_pos = file_pos
+        self.cause = cause
+
+
+def _walk_frames(f, limit: int, parse=check_frame, skip: int = 0) -> Iterator[tuple[int, object]]:
+    """Parse the frames in the first `limit` bytes of the open file `f`, reading in chunks, and yield
+    (file position, what `parse(buffer, start)` returned) for each. `parse` is `check_frame` (framing
+    only; returns the frame's end) or `decode_record` (returns (key, value, end)); the first `skip`
+    frames get `check_frame` whatever `parse` is. Raise _BadFrame at the first frame that does not
+    parse (a frame cut off by `limit` or by the end of the file raises with a TornRecordError cause)."""
+    buf = b""
+    buf_file_pos = 0  # file position of buf[0]
+    read_pos = 0
+    seen = 0
+    decode = parse is not check_frame
+    while True:
+        view = memoryview(buf)
+        n = len(buf)
+        p = 0
+        need = 0
+        while p < n:
+            try:
+                if seen < skip:
+                    result = e = check_frame(view, p)
+                elif decode:
+                    result = parse(view, p)
+                    e = result[-1]
+                else:
+                    result = e = check_frame(view, p)
+            except TornRecordError as exc:
+                if read_pos < limit:
+                    if n - p >= 4:  # read at least the rest of this frame in one go
+                        need = int.from_bytes(view[p : p + 4], "big") + FRAME_HEADER_BYTES - (n - p)
+                    break
+                raise _BadFrame(buf_file_pos + p, exc) from None
+            except RecordDecodeError as exc:
+                raise _BadFrame(buf_file_pos + p, exc) from None
+            yield buf_file_pos + p, result
+            seen += 1
+            p = e
+        if read_pos >= limit:
+            return
+        data = f.read(min(max(_READ_CHUNK_BYTES, need), limit - read_pos))
+        if not data:  # the file is shorter than `limit`: whatever is left is cut off
+            if p < n:
+                raise _BadFrame(buf_file_pos + p, TornRecordError("the file ends inside a frame"))
+            return
+        read_pos += len(data)
+        buf_file_pos += p
+        buf = bytes(view[p:]) + data if p < n else data
+
+
+def _valid_frames_follow(tail: bytes) -> bool:
+    """Whether valid data follows a bad frame at tail[0]: some later position starts a valid frame from
+    which valid frames continue to the end of `tail` (the last may be cut off). A torn tail (the prefix
+    of an interrupted append, or zeros) has none; a corrupt record in the middle of the data does."""
+    n = len(tail)
+    if not tail.strip(b"\0"):
+        return False
+    view = memoryview(tail)
+    for s in range(1, n - FRAME_HEADER_BYTES):
+        length = int.from_bytes(view[s : s + 4], "big")
+        if length < 3 or s + FRAME_HEADER_BYTES + length > n:
+            continue  # cannot be a complete frame here
+        try:
+            p = check_frame(view, s)
+        except RecordDecodeError:
+            continue
+        while p < n:
+            try:
+                p = check_frame(view, p)
+            except TornRecordError:
+                return True
+            except RecordDecodeError:
+                break
+        else:
+            return True
+    return False
+
+
+class _Scanned(NamedTuple):
+    base_offset: int
+    path: str
+    valid_bytes: int  # bytes of whole valid frames from the start of the file
+    file_bytes: int
+    record_count: int
+    torn_reason: str | None  # set when the last segment ends with a torn tail (valid_bytes < file_bytes)
+
+
+def _scan_segment(path: str, base_offset: int, is_last: bool) -> _Scanned:
+    with open(path, "rb") as f:
+        file_bytes = os.fstat(f.fileno()).st_size
+        count = 0
+        try:
+            for _ in _walk_frames(f, file_bytes):
+                count += 1
+        except _BadFrame as bad:
+            if is_last:
+                f.seek(bad.file_pos)
+                if not _valid_frames_follow(f.read()):
+                    reason = f"torn tail at byte {bad.file_pos} of {file_bytes}: {bad.cause}"
+                    return _Scanned(base_offset, path, bad.file_pos, file_bytes, count, reason)
+            raise CorruptLogError(
+                path, base_offset + count, f"bad frame at byte {bad.file_pos}: {bad.cause}"
+            ) from None
+    return _Scanned(base_offset, path, file_bytes, file_bytes, count, None)
+
+
+class _Recovered(NamedTuple):
+    start_offset: int
+    segments: list[_Scanned]  # the live segments, in offset order; the first holds start_offset
+    below_start: list[str]  # segment files wholly below the start: what an interrupted prune left
+
+
+def _list_segments(log_dir: str) -> list[tuple[int, str]]:
+    found = []
+    for name in os.listdir(log_dir):
+        match = _SEGMENT_NAME.fullmatch(name)
+        if match:
+            found.append((int(match.group(1)), os.path.join(log_dir, name)))
+    found.sort()
+    return found
+
+
+def _read_start_offset(log_dir: str) -> int | None:
+    path = os.path.join(log_dir, START_OFFSET_FILE)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(128)
+    except FileNotFoundError:
+        return None
+    match = _START_OFFSET_LINE.fullmatch(data)
+    if match is None or crc32c.crc32c(match.group(1)) != int(match.group(2), 16):
+        raise CorruptLogError(path, None, "the log start offset file is unreadable")
+    return int(match.group(1))
+
+
+def _recover(log_dir: str) -> _Recovered:
+    """Scan a log directory without changing it; raise CorruptLogError for anything but a torn tail."""
+    checkpointed_start = _read_start_offset(log_dir)
+    listed = _list_segments(log_dir)
+    if not listed:
+        return _Recovered(checkpointed_start or 0, [], [])
+    start = listed[0][0] if checkpointed_start is None else max(checkpointed_start, listed[0][0])
+    first_live = 0
+    while first_live + 1 < len(listed) and listed[first_live + 1][0] <= start:
+        first_live += 1
+    live = listed[first_live:]
+    scanned: list[_Scanned] = []
+    expected = live[0][0]
+    for i, (base_offset, path) in enumerate(live):
+        if base_offset != expected:
+            raise CorruptLogError(
+                path,
+                expected,
+                f"segment base offset {base_offset} does not follow the previous segment's end {expected}",
+            )
+        segment = _scan_segment(path, base_offset, is_last=i == len(live) - 1)
+        scanned.append(segment)
+        expected = base_offset + segment.record_count
+    if start > expected:
+        raise CorruptLogError(
+            os.path.join(log_dir, START_OFFSET_FILE), start, f"log start offset beyond the log end {expected}"
+        )
+    return _Recovered(start, scanned, [path for _base, path in listed[:first_live]])
+
+
+def _read_entries(segments: list[SegmentInfo], start_offset: int) -> Iterator[LogEntry]:
+    """Decode the records at or above `start_offset` in the first `size_bytes` of each segment."""
+    for segment in segments:
+        if segment.base_offset + segment.record_count <= start_offset:
+            continue
+        offset = segment.base_offset
+        skip = max(0, start_offset - offset)
+        with open(segment.path, "rb") as f:
+            try:
+                for _pos, result in _walk_frames(f, segment.size_bytes, decode_record, skip):
+                    if offset >= start_offset:
+                        key, record, _end = result
+                        yield LogEntry(offset, key, record)
+                    offset += 1
+            except _BadFrame as bad:
+                raise CorruptLogError(segment.path, offset, f"bad record at byte {bad.file_pos}: {bad.cause}") from None
+        if offset != segment.base_offset + segment.record_count:
+            raise CorruptLogError(
+                segment.path, offset, f"expected {segment.record_count} records, found {offset - segment.base_offset}"
+            )
+
+
+def read_log(log_dir: str | os.PathLike) -> Iterator[LogEntry]:
+    """Every record of the state log in `log_dir`, from its start offset, in offset order (read-only).
+
+    For audits and tests: the directory is neither locked nor changed, so it may be read while a
+    SegmentLog has it open (records appended after the scan are not seen). A torn tail is skipped, not
+    truncated; a corrupt record raises CorruptLogError (when called, for framing faults; while iterating,
+    for a payload that does not decode).
+    """
+    recovered = _recover(os.fspath(log_dir))
+    segments = [SegmentInfo(s.base_offset, s.path, s.valid_bytes, s.record_count) for s in recovered.segments]
+    return _read_entries(segments, recovered.start_offset)
+
+
+# -- the log -------------------------------------------------------------------------------------
+
+
+class _Pending:
+    """One queued append: its frames, its waiter and when it was queued."""
+
+    __slots__ = ("frames", "nbytes", "future", "queued_at")
+
+    def __init__(self, frames: list[bytes], future: asyncio.Future) -> None:
+        self.frames = frames
+        self.nbytes = sum(map(len, frames))
+        self.future = future
+        self.queued_at = time.perf_counter()
+
+
+@dataclasses.dataclass(slots=True)
+class _Chunk:
+    """Bytes of one group commit bound for one segment file."""
+
+    base_offset: int  # of the segment
+    parts: list[bytes]
+    records: int
+    is_new: bool  # the group creates this segment
+
+
+@dataclasses.dataclass(slots=True)
+class _Plan:
+    chunks: list[_Chunk]
+    active_size_before: int
+    first_offsets: list[int]  # per pending append
+    end_offset: int
+    records: int
+    nbytes: int
+
+
+class _UndoFailed(Exception):
+    """A failed group commit whose bytes could not be truncated back: the log must stop appending."""
+
+
+class _Handles:
+    """The file descriptors a log holds, closed by `close()` or, as a safety net, when the log is
+    garbage collected without being closed."""
+
+    __slots__ = ("active_fd", "lock_fd")
+
+    def __init__(self, lock_fd: int) -> None:
+        self.lock_fd = lock_fd
+        self.active_fd = -1
+
+    def close(self) -> None:
+        for name in ("active_fd", "lock_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+class SegmentLog:
+    """A RecordLog in segment files in one directory, with group commit and crash recovery.
+
+    Open it with `await SegmentLog.open(log_dir, ...)`:
+    - `fsync` (default True): make every group commit durable before acknowledging it; False skips the
+      fsyncs (tests, benchmarks of everything but the disk); a process crash still loses nothing
+      acknowledged, a machine crash may.
+    - `segment_bytes` (>= 1024, default 100 MiB): roll to a new segment when an append would pass it.
+    - `max_pending_appends` (default 16384): appends queued or in flight before `append` waits.
+    - `max_group_bytes` (default 8 MiB): bytes written by one group commit (at least one append).
+    - `metrics_registry`: the prometheus CollectorRegistry for persister.metrics (default its REGISTRY).
+
+    `fsync_count`, `group_commits`, `appended_records` and `appended_bytes` count what this log did.
+    """
+
+    def __init__(self, *, _token: object = None, **state) -> None:
+        if _token is not _OPEN_TOKEN:
+            raise TypeError("use `await SegmentLog.open(log_dir, ...)`")
+        self._dir: str = state["log_dir"]
+        self._fsync: bool = state["fsync"]
+        self._segment_bytes: int = state["segment_bytes"]
+        self._max_pending: int = state["max_pending_appends"]
+        self._max_group_bytes: int = state["max_group_bytes"]
+        self._handles: _Handles = state["handles"]
+        self._segments: list[SegmentInfo] = state["segments"]
+        self._start_offset: int = state["start_offset"]
+        self._finalizer = weakref.finalize(self, self._handles.close)
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._pending = 0  # appends queued or in the group being written
+        self._space_waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._writer: asyncio.Task | None = None
+        self._prune_lock = asyncio.Lock()
+        self._failure: BaseException | None = None
+        self._closing = False
+        self._closed = False
+        self.fsync_count = 0
+        self.group_commits = 0
+        self.appended_records = 0
+        self.appended_bytes = 0
+        self.recovery_seconds: float = state["recovery_seconds"]
+        label = {"log": self._dir}
+        metrics = metrics_for(state["metrics_registry"])
+        self._m_latency = metrics.write_latency_seconds.labels(**label)
+        self._m_group = metrics.group_commit_records.labels(**label)
+        self._m_fsyncs = metrics.fsyncs.labels(**label)
+        self._m_bytes = metrics.appended_bytes.labels(**label)
+        self._m_failed = metrics.failed_group_commits.labels(**label)
+        self._m_prune = metrics.prune_offset.labels(**label)
+        metrics.recovery_seconds.labels(stage="scan", **label).observe(self.recovery_seconds)
+        metrics.recovered_records.labels(**label).set(self.end_offset - self._start_offset)
+        self._m_prune.set(self._start_offset)
+        self._m_fsyncs.inc(state["recovery_fsyncs"])
+        self.fsync_count += state["recovery_fsyncs"]
+
+    # -- opening -----------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        log_dir: str | os.PathLike,
+        *,
+        fsync: bool = True,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        max_pending_appends: int = DEFAULT_MAX_PENDING_APPENDS,
+        max_group_bytes: int = DEFAULT_MAX_GROUP_BYTES,
+        metrics_registry: CollectorRegistry | None = None,
+    ) -> SegmentLog:
+        """Open (creating if needed) and recover the log in `log_dir`; the scan runs in a worker thread.
+
+        Raises CorruptLogError for a corrupt record that is not a torn tail (nothing is changed then),
+        LogLockedError when another SegmentLog has the directory open, ValueError for bad options.
+        """
+        if not isinstance(fsync, bool):
+            raise ValueError(f"fsync must be a bool, not {fsync!r}")
+        _check_int("segment_bytes", segment_bytes, SEGMENT_BYTES_MIN)
+        _check_int("max_pending_appends", max_pending_appends, 1)
+        _check_int("max_group_bytes", max_group_bytes, 1)
+        if metrics_registry is not None and not isinstance(metrics_registry, CollectorRegistry):
+            raise ValueError("metrics_registry must be a prometheus_client CollectorRegistry")
+        loop = asyncio.get_running_loop()
+        opening = loop.run_in_executor(None, functools.partial(_open_files, os.fspath(log_dir), fsync))
+        try:
+            state = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(lambda f: f.cancelled() or f.exception() or f.result()["handles"].close())
+            raise
+        return cls(
+            _token=_OPEN_TOKEN,
+            fsync=fsync,
+            segment_bytes=segment_bytes,
+            max_pending_appends=max_pending_appends,
+            max_group_bytes=max_group_bytes,
+            metrics_registry=metrics_registry,
+            **state,
+        )
+
+    # -- properties --------------------------------------------------------------------------------
+
+    @property
+    def log_dir(self) -> str:
+        return self._dir
+
+    @property
+    def fsync(self) -> bool:
+        return self._fsync
+
+    @property
+    def segment_bytes(self) -> int:
+        return self._segment_bytes
+
+    @property
+    def start_offset(self) -> int:
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last durable record: appends still queued or being written are not counted."""
+        last = self._segments[-1]
+        return last.base_offset + last.record_count
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def segments(self) -> list[SegmentInfo]:
+        """The segment files held, in offset order (the last is the active one)."""
+        return list(self._segments)
+
+    def size_bytes(self) -> int:
+        """Bytes of the segment files held (including records below the start offset in the first)."""
+        return sum(segment.size_bytes for segment in self._segments)
+
+    def __len__(self) -> int:
+        """Records from the start offset to the end offset."""
+        return self.end_offset - self._start_offset
+
+    # -- appending (group commit) ------------------------------------------------------------------
+
+    async def append(self, entries: Sequence[tuple[StateKey, ShareRecord]]) -> list[int]:
+        """Append the entries in order and return their offsets once they are durable.
+
+        Every entry is encoded before anything is queued, so a bad one (ValueError, TypeError) appends
+        nothing. The append then joins the next group commit; it fails with LogWriteError when that
+        group fails (nothing of it stays in the log). After a crash, an append that was never
+        acknowledged may be found whole, missing or, when it held several records, cut after any of them.
+        """
+        self._check_writable()
+        frames = [encode_record(key, record) for key, record in entries]
+        if not frames:
+            return []
+        loop = asyncio.get_running_loop()
+        while self._pending >= self._max_pending:  # bounded queue: wait for room
+            waiter = loop.create_future()
+            self._space_waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_space_waiter()  # pass the room this waiter was given on
+                raise
+            self._check_writable()
+        pending = _Pending(frames, loop.create_future())
+        self._pending += 1
+        self._queue.append(pending)
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_groups(), name=f"segment-log-writer {self._dir}")
+        return await pending.future
+
+    def _check_writable(self) -> None:
+        if self._closing:
+            raise LogWriteError(f"the state log {self._dir} is closed")
+        if self._failure is not None:
+            raise LogWriteError(
+                f"the state log {self._dir} stopped appending after a failure it could not undo "
+                f"({self._failure!r}); reopen it to recover"
+            )
+
+    def _wake_space_waiter(self) -> None:
+        while self._space_waiters:
+            waiter = self._space_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _finish(self, pending: _Pending) -> None:
+        """An append left the queue (completed, failed or abandoned): make room for a waiting one."""
+        self._pending -= 1
+        self._wake_space_waiter()
+
+    async def _write_groups(self) -> None:
+        """The writer task: write and fsync queued appends group by group until the queue is empty."""
+        loop = asyncio.get_running_loop()
+        try:
+            while self._queue:
+                group = self._take_group()
+                if not group:
+                    continue
+                if self._failure is not None:
+                    self._fail_group(group, self._failure, count_failure=False)
+                    continue
+                plan = self._plan(group)
+                work = loop.run_in_executor(None, self._write_plan, plan)
+                try:
+                    await asyncio.shield(work)
+                except asyncio.CancelledError:
+                    # The thread keeps writing whatever happens here: wait for it so that the segment
+                    # sizes stay in step with the files, then let the cancellation through.
+                    while not work.done():
+                        try:
+                            await asyncio.shield(work)
+                        except asyncio.CancelledError:
+                            pass
+                    self._complete(group, plan, work)
+                    raise
+                except BaseException:
+                    pass  # looked at in _complete
+                self._complete(group, plan, work)
+        finally:
+            self._writer = None
+            while self._queue:  # only when cancelled: the callers are being cancelled too
+                pending = self._queue.popleft()
+                pending.future.cancel()
+                self._finish(pending)
+
+    def _take_group(self) -> list[_Pending]:
+        group: list[_Pending] = []
+        nbytes = 0
+        while self._queue:
+            pending = self._queue[0]
+            if pending.future.done():  # its caller was cancelled while it waited
+                self._queue.popleft()
+                self._finish(pending)
+                continue
+            if group and nbytes + pending.nbytes > self._max_group_bytes:
+                break
+            self._queue.popleft()
+            group.append(pending)
+            nbytes += pending.nbytes
+        return group
+
+    def _plan(self, group: list[_Pending]) -> _Plan:
+        """Lay the group out over the active segment and the new segments it rolls to."""
+        active = self._segments[-1]
+        chunks = [_Chunk(active.base_offset, [], 0, False)]
+        size = active.size_bytes
+        offset = self.end_offset
+        first_offsets = []
+        nbytes = 0
+        for pending in group:
+            if size > 0 and size + pending.nbytes > self._segment_bytes:
+                chunks.append(_Chunk(offset, [], 0, True))
+                size = 0
+            chunk = chunks[-1]
+            chunk.parts.extend(pending.frames)
+            chunk.records += len(pending.frames)
+            size += pending.nbytes
+            nbytes += pending.nbytes
+            first_offsets.append(offset)
+            offset += len(pending.frames)
+        return _Plan(chunks, active.size_bytes, first_offsets, offset, offset - self.end_offset, nbytes)
+
+    def _write_plan(self, plan: _Plan) -> tuple[int, int]:
+        """In a worker thread: write the group and make it durable; return (the new active segment's fd
+        or -1, fsyncs made). A segment is fsync'd before the next one gets any bytes, so after a crash
+        only the last segment can have a torn tail. On failure, truncate back and re-raise."""
+        active_fd = self._handles.active_fd
+        fd = active_fd
+        created: list[tuple[str, int]] = []
+        dirty = False
+        fsyncs = 0
+        try:
+            for chunk in plan.chunks:
+                if chunk.is_new:
+                    if dirty and self._fsync:
+                        _fsync(fd)
+                        fsyncs += 1
+                    path = os.path.join(self._dir, segment_file_name(chunk.base_offset))
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                    created.append((path, fd))
+                    dirty = False
+                if chunk.parts:
+                    _write_all(fd, b"".join(chunk.parts))
+                    dirty = True
+            if self._fsync:
+                if dirty:
+                    _fsync(fd)
+                    fsyncs += 1
+                if created:
+                    _fsync_dir(self._dir)
+                    fsyncs += 1
+        except BaseException as exc:
+            try:
+                for path, created_fd in created:
+                    os.close(created_fd)
+                    os.unlink(path)
+                os.ftruncate(active_fd, plan.active_size_before)
+                if self._fsync:
+                    _fsync(active_fd)
+                    if created:
+                        _fsync_dir(self._dir)
+            except BaseException as undo_exc:
+                raise _UndoFailed(f"{exc!r}, then the undo failed: {undo_exc!r}") from exc
+            raise
+        for _path, created_fd in created[:-1]:
+            os.close(created_fd)
+        if created:
+            os.close(active_fd)
+            return created[-1][1], fsyncs
+        return -1, fsyncs
+
+    def _complete(self, group: list[_Pending], plan: _Plan, work: asyncio.Future) -> None:
+        """Back on the loop: account for the group and resolve (or fail) every append in it."""
+        error = work.exception() if not work.cancelled() else asyncio.CancelledError()
+        if error is not None:
+            if isinstance(error, _UndoFailed):
+                self._failure = error
+                _logger.error("state log %s: a failed group commit could not be undone: %s", self._dir, error)
+            else:
+                _logger.warning("state log %s: group commit of %d records failed: %r", self._dir, plan.records, error)
+            self._fail_group(group, error)
+            return
+        new_fd, fsyncs = work.result()
+        active = self._segments[-1]
+        head = plan.chunks[0]
+        self._segments[-1] = active._replace(
+            size_bytes=active.size_bytes + sum(map(len, head.parts)), record_count=active.record_count + head.records
+        )
+        for chunk in plan.chunks[1:]:
+            path = os.path.join(self._dir, segment_file_name(chunk.base_offset))
+            self._segments.append(SegmentInfo(chunk.base_offset, path, sum(map(len, chunk.parts)), chunk.records))
+        if new_fd >= 0:
+            self._handles.active_fd = new_fd
+        assert self.end_offset == plan.end_offset, (self.end_offset, plan.end_offset)
+        self.fsync_count += fsyncs
+        self.group_commits += 1
+        self.appended_records += plan.records
+        self.appended_bytes += plan.nbytes
+        self._m_fsyncs.inc(fsyncs)
+        self._m_group.observe(plan.records)
+        self._m_bytes.inc(plan.nbytes)
+        now = time.perf_counter()
+        for pending, first in zip(group, plan.first_offsets):
+            self._m_latency.observe(now - pending.queued_at)
+            if not pending.future.done():
+                pending.future.set_result(list(range(first, first + len(pending.frames))))
+            self._finish(pending)
+
+    def _fail_group(self, group: list[_Pending], error: BaseException, *, count_failure: bool = True) -> None:
+        if count_failure:
+            self._m_failed.inc()
+        for pending in group:
+            if not pending.future.done():
+                failure = LogWriteError(f"state log append failed: {error!r}")
+                failure.__cause__ = error
+                pending.future.set_exception(failure)
+            self._finish(pending)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def read_all(self) -> Iterator[LogEntry]:
+        """Every record from the start offset to the end offset as of the call, in offset order.
+
+        Synchronous file reads (the coordinator replays on open); do not prune while iterating.
+        """
+        return _read_entries(list(self._segments), self._start_offset)
+
+    # -- pruning -----------------------------------------------------------------------------------
+
+    async def delete_below(self, offset: int) -> int:
+        """Move the start offset up to `offset` (clamped to the durable end) and delete every segment
+        wholly below it (never the active one); return the new start offset.
+
+        The start offset is made durable first (an atomically replaced file, fsync'd with its
+        directory); only then are segments deleted, so a crash in between leaves files that the next
+        open deletes.
+        """
+        self._check_open()
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"offset must be an int, not {offset!r}")
+        async with self._prune_lock:
+            self._check_open()
+            target = min(offset, self.end_offset)
+            if target <= self._start_offset:
+                return self._start_offset
+            doomed = 0
+            while doomed + 1 < len(self._segments) and self._segments[doomed + 1].base_offset <= target:
+                doomed += 1
+            loop = asyncio.get_running_loop()
+            fsyncs = await loop.run_in_executor(None, _write_start_offset, self._dir, target, self._fsync)
+            self.fsync_count += fsyncs
+            self._m_fsyncs.inc(fsyncs)
+            self._start_offset = target
+            self._m_prune.set(target)
+            paths = [segment.path for segment in self._segments[:doomed]]
+            del self._segments[:doomed]
+            if paths:
+                try:
+                    fsyncs = await loop.run_in_executor(None, _delete_files, self._dir, paths, self._fsync)
+                except OSError as exc:  # the start offset is durable: the next open deletes them
+                    _logger.warning("state log %s: could not delete pruned segments: %r", self._dir, exc)
+                else:
+                    self.fsync_count += fsyncs
+                    self._m_fsyncs.inc(fsyncs)
+            return target
+
+    # -- closing -----------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Refuse new appends, let queued ones finish, and release the files and the directory lock."""
+        if self._closed:
+            return
+        self._closing = True
+        while self._space_waiters:
+            waiter = self._space_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # it re-checks and sees the log closing
+        if self._writer is not None:
+            await asyncio.wait([self._writer])  # drains the queue; never raises
+        async with self._prune_lock:
+            self._closed = True
+            self._finalizer()
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise LogWriteError(f"the state log {self._dir} is closed")
+
+    def _check(self) -> None:
+        """Assert the invariants of the segment list (tests call it)."""
+        assert self._segments, "there is always an active segment"
+        for previous, segment in zip(self._segments, self._segments[1:]):
+            assert segment.base_offset == previous.base_offset + previous.record_count, (previous, segment)
+        first = self._segments[0]
+        assert first.base_offset <= self._start_offset <= self.end_offset, (first, self._start_offset)
+        assert len(self._segments) == 1 or self._segments[1].base_offset > self._start_offset
+        assert self._pending >= len(self._queue) >= 0
+
+
+_OPEN_TOKEN = object()
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
+
+
+def _open_files(log_dir: str, fsync: bool) -> dict:
+    """In a worker thread: create and lock the directory, recover it, apply the recovery (truncate a
+    torn tail, finish an interrupted prune, create the first segment) and open the active segment."""
+    started = time.perf_counter()
+    fsyncs = 0
+    if not os.path.isdir(log_dir):
+        os.makedirs(log_dir, exist_ok=True)
+        if fsync:
+            _fsync_dir(os.path.dirname(os.path.abspath(log_dir)))
+            fsyncs += 1
+    lock_fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    handles = _Handles(lock_fd)
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LogLockedError(f"the state log {log_dir} is already open (by this or another process)") from None
+        recovered = _recover(log_dir)  # changes nothing; raises on corruption
+        segments = [SegmentInfo(s.base_offset, s.path, s.valid_bytes, s.record_count) for s in recovered.segments]
+        if recovered.segments and recovered.segments[-1].torn_reason is not None:
+            last = recovered.segments[-1]
+            _logger.warning(
+                "state log %s: truncating %s to %d bytes (%s)",
+                log_dir,
+                last.path,
+                last.valid_bytes,
+                last.torn_reason,
+            )
+            fd = os.open(last.path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.ftruncate(fd, last.valid_bytes)
+                if fsync:
+                    _fsync(fd)
+                    fsyncs += 1
+            finally:
+                os.close(fd)
+        if recovered.below_start:
+            fsyncs += _delete_files(log_dir, recovered.below_start, fsync)
+        if not segments:
+            path = os.path.join(log_dir, segment_file_name(recovered.start_offset))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            if fsync:
+                _fsync_dir(log_dir)
+                fsyncs += 1
+            segments = [SegmentInfo(recovered.start_offset, path, 0, 0)]
+        handles.active_fd = os.open(segments[-1].path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except BaseException:
+        handles.close()
+        raise
+    return {
+        "log_dir": log_dir,
+        "handles": handles,
+        "segments": segments,
+        "start_offset": recovered.start_offset,
+        "recovery_seconds": time.perf_counter() - started,
+        "recovery_fsyncs": fsyncs,
+    }
+
+
+def _write_start_offset(log_dir: str, offset: int, fsync: bool) -> int:
+    """Atomically replace the start offset file (write, fsync, rename, fsync the directory)."""
+    digits = str(offset).encode()
+    data = b"sharegroup-log-start 1 %s %08x\n" % (digits, crc32c.crc32c(digits))
+    path = os.path.join(log_dir, START_OFFSET_FILE)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, data)
+        if fsync:
+            _fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if fsync:
+        _fsync_dir(log_dir)
+        return 2
+    return 0
+
+
+def _delete_files(log_dir: str, paths: list[str], fsync: bool) -> int:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    if fsync:
+        _fsync_dir(log_dir)
+        return 1
+    return 0
