@@ -1,0 +1,300 @@
+"""The in-memory model of one share group, moved only by replaying records (`ShareGroup.replay`).
+
+A group holds its epochs, its members (metadata and current assignment), the target assignment, and
+the share-partition lifecycle (initializing / initialized / deleting partitions per topic). Session
+deadlines are kept here too but are not persisted: after a restart every member gets a fresh session,
+as in Kafka.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from collections import Counter
+from enum import Enum
+from typing import Iterable, NamedTuple
+
+from .records import (
+    Record,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMetadataKey,
+    TopicMetadata,
+    TopicPartitions,
+    VALUE_TYPES,
+)
+
+__all__ = ["GroupState", "Assignment", "TopicEntry", "ShareGroupMember", "ShareGroup", "assignment_tuple"]
+
+# topic id -> partitions
+Assignment = dict[uuid.UUID, frozenset[int]]
+
+
+class GroupState(str, Enum):
+    """Kafka's ShareGroupState names: a group with no members is Empty, otherwise Stable."""
+
+    EMPTY = "Empty"
+    STABLE = "Stable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TopicEntry(NamedTuple):
+    """A topic in the share-partition metadata: its name when recorded and its partitions (with the
+    highest one cached, so a heartbeat can see in O(1) whether the topic shrank). Build with `of`."""
+
+    topic_name: str
+    partitions: frozenset[int]
+    last_partition: int
+
+    @classmethod
+    def of(cls, topic_name: str, partitions: Iterable[int]) -> "TopicEntry":
+        partitions = frozenset(partitions)
+        return cls(topic_name, partitions, max(partitions, default=-1))
+
+
+class ShareGroupMember:
+    """One member: what it sent (metadata) and what it has reconciled to (epoch, assignment)."""
+
+    __slots__ = (
+        "member_id",
+        "rack_id",
+        "client_id",
+        "client_host",
+        "subscribed_topic_names",
+        "member_epoch",
+        "previous_member_epoch",
+        "assignment",
+    )
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+        self.rack_id: str | None = None
+        self.client_id = ""
+        self.client_host = ""
+        self.subscribed_topic_names: tuple[str, ...] = ()
+        self.member_epoch = 0
+        self.previous_member_epoch = 0
+        self.assignment: Assignment = {}
+
+    def metadata(self) -> ShareGroupMemberMetadataValue:
+        return ShareGroupMemberMetadataValue(
+            self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names
+        )
+
+
+class ShareGroup:
+    """One share group; see the module docstring. Mutated only through `replay` (and sessions)."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.assignment_epoch = 0
+        self.assignment_timestamp_ms = -1
+        self.members: dict[str, ShareGroupMember] = {}
+        self.target: dict[str, Assignment] = {}
+        self.initializing: dict[uuid.UUID, TopicEntry] = {}
+        self.initialized: dict[uuid.UUID, TopicEntry] = {}
+        self.deleting: dict[uuid.UUID, TopicEntry] = {}
+        # Derived, not persisted: how many members subscribe to each topic name.
+        self.subscription_counts: Counter[str] = Counter()
+        # Set by replay when something that decides which partitions need initializing may have moved.
+        self.initialize_check_needed = True
+        # The start offset a partition was meant to initialize at when that failed, so that the retry
+        # uses it too (not persisted: after a restart the usual rule decides).
+        self.retry_start_offsets: dict[tuple[uuid.UUID, int], int] = {}
+        # Members whose current assignment changed since a heartbeat response last carried it (not
+        # persisted: after a restart every member is sent its assignment again).
+        self.assignment_unsent: set[str] = set()
+        # Sessions (not persisted): member -> deadline, and a heap of (deadline, member) with stale entries.
+        self.session_deadlines: dict[str, int] = {}
+        self._deadline_heap: list[tuple[int, str]] = []
+
+    # -- derived views -----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> GroupState:
+        return GroupState.STABLE if self.members else GroupState.EMPTY
+
+    def subscribed_topic_names(self) -> set[str]:
+        """Every topic name some member subscribes to. O(distinct names)."""
+        return set(self.subscription_counts)
+
+    def known_topic_names(self) -> set[str]:
+        """Names of every topic the group holds share-partition state for (in any lifecycle stage)."""
+        names = {e.topic_name for e in self.initialized.values()}
+        names.update(e.topic_name for e in self.initializing.values())
+        names.update(e.topic_name for e in self.deleting.values())
+        return names
+
+    def homogeneous(self) -> bool:
+        members = iter(self.members.values())
+        first = next(members, None)
+        return first is None or all(m.subscribed_topic_names == first.subscribed_topic_names for m in members)
+
+    def partition_metadata(self) -> ShareGroupStatePartitionMetadataValue:
+        return partition_metadata_value(self.initializing, self.initialized, self.deleting)
+
+    # -- sessions ----------------------------------------------------------------------------------
+
+    def touch_session(self, member_id: str, deadline_ms: int) -> None:
+        """(Re)start a member's session so it expires at `deadline_ms`."""
+        if self.session_deadlines.get(member_id) == deadline_ms:
+            return
+        self.session_deadlines[member_id] = deadline_ms
+        heapq.heappush(self._deadline_heap, (deadline_ms, member_id))
+        # Stale entries are dropped as they reach the top; rebuild when they pile up, so the heap stays
+        # O(members) however often members heartbeat.
+        if len(self._deadline_heap) > 4 * len(self.session_deadlines) + 64:
+            self._deadline_heap = [(d, m) for m, d in self.session_deadlines.items()]
+            heapq.heapify(self._deadline_heap)
+
+    def has_expired_sessions(self, now_ms: int) -> bool:
+        """Whether some session may have expired at `now_ms` (O(1); a stale heap entry can say yes)."""
+        return bool(self._deadline_heap) and self._deadline_heap[0][0] <= now_ms
+
+    def expired_members(self, now_ms: int) -> list[str]:
+        """Members whose session deadline is at or before `now_ms`, in deadline order. Amortized
+        O(expired log n); the heap loses its stale entries on the way."""
+        heap, expired, seen = self._deadline_heap, [], set()
+        while heap and heap[0][0] <= now_ms:
+            deadline, member_id = heapq.heappop(heap)
+            if self.session_deadlines.get(member_id) == deadline and member_id not in seen:
+                expired.append(member_id)
+                seen.add(member_id)
+        # The members stay until their removal is recorded; put them back so a failed removal retries.
+        for member_id in expired:
+            heapq.heappush(heap, (self.session_deadlines[member_id], member_id))
+        return expired
+
+    # -- replay ------------------------------------------------------------------------------------
+
+    def replay(self, record: Record) -> None:
+        """Apply one record of this group. The only way the persisted part of the state changes."""
+        key, value = record
+        if value is not None and type(value) is not VALUE_TYPES.get(type(key)):
+            raise ValueError(f"record value {value!r} does not fit key {key!r}")
+        kind = type(key)
+        if kind is ShareGroupMetadataKey:
+            if value is None:
+                raise ValueError("a group metadata tombstone deletes the group; the coordinator applies it")
+            self.group_epoch = value.epoch
+            self.metadata_hash = value.metadata_hash
+            self.initialize_check_needed = True
+        elif kind is ShareGroupMemberMetadataKey:
+            self._replay_member_metadata(key.member_id, value)
+        elif kind is ShareGroupCurrentMemberAssignmentKey:
+            member = self.members.get(key.member_id)
+            if value is None:
+                if member is not None:
+                    member.assignment = {}
+                return
+            if member is None:
+                member = self._add_member(key.member_id)
+            member.member_epoch = value.member_epoch
+            member.previous_member_epoch = value.previous_member_epoch
+            assignment = assignment_from_tuple(value.assigned_partitions)
+            if assignment != member.assignment:
+                self.assignment_unsent.add(key.member_id)
+            member.assignment = assignment
+        elif kind is ShareGroupTargetAssignmentMemberKey:
+            if value is None:
+                self.target.pop(key.member_id, None)
+            else:
+                self.target[key.member_id] = assignment_from_tuple(value.topic_partitions)
+        elif kind is ShareGroupTargetAssignmentMetadataKey:
+            if value is None:
+                self.assignment_epoch, self.assignment_timestamp_ms = 0, -1
+            else:
+                self.assignment_epoch = value.assignment_epoch
+                self.assignment_timestamp_ms = value.assignment_timestamp_ms
+        elif kind is ShareGroupStatePartitionMetadataKey:
+            if value is None:
+                self.initializing, self.initialized, self.deleting = {}, {}, {}
+            else:
+                self.initializing = _entries(value.initializing_topics)
+                self.initialized = _entries(value.initialized_topics)
+                self.deleting = _entries(value.deleting_topics)
+            self.initialize_check_needed = True
+        else:
+            raise ValueError(f"unknown group coordinator record key {key!r}")
+
+    def _add_member(self, member_id: str) -> ShareGroupMember:
+        member = ShareGroupMember(member_id)
+        self.members[member_id] = member
+        return member
+
+    def _replay_member_metadata(self, member_id: str, value: ShareGroupMemberMetadataValue | None) -> None:
+        member = self.members.get(member_id)
+        if member is not None:
+            self.subscription_counts.subtract(member.subscribed_topic_names)
+        if value is None:
+            if member is not None:
+                del self.members[member_id]
+                self.session_deadlines.pop(member_id, None)
+                self.assignment_unsent.discard(member_id)
+        else:
+            if member is None:
+                member = self._add_member(member_id)
+            member.rack_id, member.client_id, member.client_host = value.rack_id, value.client_id, value.client_host
+            member.subscribed_topic_names = tuple(value.subscribed_topic_names)
+            self.subscription_counts.update(member.subscribed_topic_names)
+        self.subscription_counts = +self.subscription_counts  # drop names no one subscribes to any more
+        self.initialize_check_needed = True
+
+    # -- comparison --------------------------------------------------------------------------------
+
+    def dump(self) -> dict:
+        """Everything that is persisted, in a comparable form (what a restart must reproduce)."""
+        return {
+            "group_epoch": self.group_epoch,
+            "metadata_hash": self.metadata_hash,
+            "assignment_epoch": self.assignment_epoch,
+            "assignment_timestamp_ms": self.assignment_timestamp_ms,
+            "members": {
+                m.member_id: (
+                    m.metadata(),
+                    m.member_epoch,
+                    m.previous_member_epoch,
+                    assignment_tuple(m.assignment),
+                )
+                for m in self.members.values()
+            },
+            "target": {member_id: assignment_tuple(a) for member_id, a in self.target.items()},
+            "partition_metadata": self.partition_metadata(),
+        }
+
+
+def assignment_tuple(assignment: Assignment) -> tuple[TopicPartitions, ...]:
+    """An assignment in record form: topics ascending by id, partitions ascending, no empty topics."""
+    return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
+
+
+def assignment_from_tuple(entries: Iterable[TopicPartitions]) -> Assignment:
+    return {t: frozenset(ps) for t, ps in entries if ps}
+
+
+def partition_metadata_value(
+    initializing: dict[uuid.UUID, TopicEntry],
+    initialized: dict[uuid.UUID, TopicEntry],
+    deleting: dict[uuid.UUID, TopicEntry],
+) -> ShareGroupStatePartitionMetadataValue:
+    def form(entries: dict[uuid.UUID, TopicEntry]) -> tuple[TopicMetadata, ...]:
+        return tuple(
+            TopicMetadata(t, e.topic_name, tuple(sorted(e.partitions)))
+            for t, e in sorted(entries.items())
+            if e.partitions
+        )
+
+    return ShareGroupStatePartitionMetadataValue(form(initializing), form(initialized), form(deleting))
+
+
+def _entries(topics: Iterable[TopicMetadata]) -> dict[uuid.UUID, TopicEntry]:
+    return {t.topic_id: TopicEntry.of(t.topic_name, t.partitions) for t in topics if t.partitions}
