@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -U pip "setuptools>=70.1" wheel "Cython>=3.0"
+	$(PY) -m pip install -q -U pip "setuptools>=77" wheel "Cython>=3.0"
 	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench]"
 	touch $(STAMP)
 

@@ -724,29 +724,43 @@ class InFlightTracker:
                 lo, hi = max(e.first, a), min(e.last, b)
                 if e.ostate is None:
                     if lo == e.first and hi == e.last:
-                        if e.flags:
+                        if not e.flags:
+                            continue
+                        if committed:
                             e.flags = 0
-                            if not committed:
-                                if e.deadline <= now_ms:
-                                    e.state = ARCHIVED if (e.dc >= limit or e.last < spso) else AVAILABLE
-                                    e.member = 0
-                                else:
-                                    e.state = ACQUIRED
-                                    e.member = m
-                        continue
-                    e.explode()
+                            continue
+                        if e.deadline > now_ms:
+                            e.flags = 0
+                            e.state = ACQUIRED
+                            e.member = m
+                            # The lock may have been popped by an expiry pass that ran "later" than
+                            # now_ms; a fresh heap item guarantees the record still expires.
+                            heapq.heappush(self._heap, (e.deadline, e.first))
+                            continue
+                        if e.first >= spso or e.dc >= limit:
+                            e.flags = 0
+                            e.state = ARCHIVED if e.dc >= limit else AVAILABLE
+                            e.member = 0
+                            continue
+                    e.explode()  # straddles the SPSO: offsets below it archive, the rest do not
+                earliest = -1
                 for k in range(lo - e.first, hi - e.first + 1):
                     if not e.oflags[k]:
                         continue
                     e.oflags[k] = 0
                     if committed:
                         continue
-                    if e.odeadline[k] <= now_ms:
+                    d = e.odeadline[k]
+                    if d <= now_ms:
                         e.ostate[k] = ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE
                         e.omember[k] = 0
                     else:
                         e.ostate[k] = ACQUIRED
                         e.omember[k] = m
+                        if earliest < 0 or d < earliest:
+                            earliest = d
+                if earliest >= 0:
+                    heapq.heappush(self._heap, (earliest, e.first))
         self._advance()
 
     # ------------------------------------------------------------------ locks and the log start
@@ -937,6 +951,8 @@ class InFlightTracker:
                     assert mem == 0, (off, s, mem)
                 if fl:
                     flagged.add(off if e.ostate is not None else -e.first - 1)
+                if s == AVAILABLE:
+                    assert off >= self._spso, f"offset {off} below the SPSO is AVAILABLE"
             if e.last < self._spso:
                 assert not _entry_done(e) or idx > 0, "a done entry below the SPSO should have been dropped"
         # Every flagged record belongs to a pending transition.

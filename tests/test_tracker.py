@@ -519,3 +519,29 @@ def test_load_refuses_unusable_state(tracker, batches):
         tracker.load(100, batches)
     assert info.value.error == Errors.UNKNOWN_SERVER_ERROR
     assert (tracker.start_offset, tracker.end_offset) == (7, 7)
+
+
+# ---------------------------------------------------------------- regressions
+
+
+def test_rollback_of_a_batch_straddling_a_moved_log_start(t):
+    t.acquire("a", [FB(0, 9)], 500, 0)
+    w = t.begin_acknowledge("a", [Ack(0, 9, (ACCEPT,))], 0)
+    t.update_log_start_offset(5)
+    t.complete(w.transition_id, False, 2 * LOCK)  # lock gone: below the SPSO archives, the rest is available
+    t._check()
+    assert t.record_state(5) == RecordView(RecordState.AVAILABLE, 1, "")
+    got = t.acquire("b", [FB(0, 9)], 500, 2 * LOCK)
+    assert got == [Acq(5, 9, 2)]
+    ack(t, "b", [Ack(5, 9, (ACCEPT,))], 2 * LOCK)
+    assert (t.start_offset, t.end_offset, t.state_batches()) == (10, 10, [])
+
+
+def test_rollback_with_an_earlier_clock_keeps_a_lock_timer(t):
+    t.acquire("a", [FB(0, 9)], 500, 0)
+    w = t.begin_acknowledge("a", [Ack(0, 0, (ACCEPT,))], 0)
+    assert t.expire_locks(LOCK + 500)[0] == 9
+    t.complete(w.transition_id, False, 500)  # the write answered "before" the expiry pass
+    assert t.record_state(0) == RecordView(RecordState.ACQUIRED, 1, "a")
+    t._check()
+    assert t.expire_locks(10 ** 9)[0] == 1
