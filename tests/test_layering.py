@@ -1,0 +1,73 @@
+"""SPEC §2 layering: a layer imports only from layers below it (checked on the source, not at runtime)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LAYER0 = {"types", "errors", "config", "clock", "persistence"}
+LAYER1 = {"in_flight", "tracker"}
+
+
+def imports_of(path: pathlib.Path) -> set[str]:
+    """Absolute module names imported by a file (relative imports resolved inside `sharegroup`)."""
+    tree = ast.parse(path.read_text())
+    package = path.parent.relative_to(ROOT).as_posix().replace("/", ".")
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+                if node.module is None:
+                    names.update(f"{mod}.{a.name}" for a in node.names)
+                else:
+                    names.add(mod)
+            else:
+                names.add(node.module or "")
+    return names
+
+
+def sharegroup_module(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if parts[0] == "sharegroup" and len(parts) > 1 else None
+
+
+def test_vocabulary_imports_nothing_above_layer_0():
+    for mod in LAYER0:
+        for name in imports_of(ROOT / "sharegroup" / f"{mod}.py"):
+            sub = sharegroup_module(name)
+            assert sub is None or sub in LAYER0, (mod, name)
+            assert not name.startswith("persister"), (mod, name)
+
+
+def test_core_is_pure_and_imports_only_vocabulary():
+    forbidden = {"asyncio", "time", "os", "socket", "threading", "persister", "aiofiles"}
+    for path in [ROOT / "sharegroup" / "in_flight.py", ROOT / "_native" / "tracker.pyx"]:
+        if path.suffix == ".pyx":
+            text = path.read_text()
+            for word in ("import asyncio", "import time", "import os", "from persister", "import persister"):
+                assert word not in text, (path.name, word)
+            continue
+        for name in imports_of(path):
+            assert name.split(".")[0] not in forbidden, (path.name, name)
+            sub = sharegroup_module(name)
+            assert sub is None or sub in LAYER0, (path.name, name)
+
+
+def test_services_reach_durability_only_through_the_protocol():
+    services = [ROOT / "sharegroup" / "partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py"))]
+    for path in services:
+        for name in imports_of(path):
+            assert not name.startswith("persister"), (path.name, name)
+            assert "audit" not in name and "pyspark" not in name and "prometheus" not in name, (path.name, name)
+
+
+def test_persister_depends_on_layer_0_only():
+    for path in sorted((ROOT / "persister").glob("*.py")):
+        for name in imports_of(path):
+            sub = sharegroup_module(name)
+            assert sub is None or sub in LAYER0, (path.name, name)
