@@ -1,42 +1,183 @@
-"""The `sharegroup` command line (layer 4). Exit codes: 0 ok, 1 audit violations, 2 usage or environment."""
+"""The `sharegroup` command line (layer 4). Exit codes: 0 ok, 1 audit violations, 2 usage or environment.
+
+Subcommands import what they need only when they run, so `sharegroup --help` works without a native
+build, PySpark or Java.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+EXIT_OK = 0
+EXIT_VIOLATIONS = 1
+EXIT_USAGE = 2
+
+_EPILOG = "exit status: 0 ok, 1 the audit found violations, 2 usage or environment errors (missing Java, ...)"
+
+
+def _int_in(lo: int, hi: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be in [{lo}, {hi}], got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sharegroup",
         description="Share-group delivery engine: the broker-side half of Kafka share groups (KIP-932).",
+        epilog=_EPILOG,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser(
+    demo = sub.add_parser(
         "demo",
-        help="walk through KIP-932's worked example on one share-partition",
-        description="Run KIP-932's worked example step by step against the share-partition leader and the "
-        "share coordinator's rules, printing the in-flight window and the durable state after each step.",
+        help="run share consumers against the engine with a durable state log, then audit the log",
+        description="Producers append to an in-memory topic of several partitions while one share group of "
+        "simulated consumers acquires records from the share-partition leaders and accepts most, releases "
+        "some, rejects malformed ones, fails on poison records until they reach the delivery count limit, "
+        "and sometimes crashes (its locks expire and the records are redelivered). Share-partition state is "
+        "kept durable by the share coordinator in a state log on disk. Time is simulated, so the run is fast "
+        "and the same seed gives the same run. A progress bar shows while it runs; then a summary table, a "
+        "check that the durable state replayed from disk equals every leader's, and the Spark audit of the "
+        "state log (needs PySpark and Java 17+; skip it with --no-audit).",
+        epilog=_EPILOG,
     )
+    demo.add_argument("--data", metavar="DIR", default="./sharegroup-data",
+                      help="state log directory (default: %(default)s); an earlier demo's log there is wiped "
+                      "unless --keep")
+    demo.add_argument("--partitions", type=_int_in(1, 1000), default=3, metavar="N",
+                      help="partitions of the topic (default: %(default)s)")
+    demo.add_argument("--consumers", type=_int_in(1, 200), default=4, metavar="N",
+                      help="share consumers in the group (default: %(default)s)")
+    demo.add_argument("--records", type=_int_in(1, 10**9), default=100_000, metavar="N",
+                      help="records to produce (default: %(default)s)")
+    demo.add_argument("--duration", type=_seconds, default=30.0, metavar="SECONDS",
+                      help="wall-clock limit of the run: consumers stop then, and records not yet done stay in "
+                      "flight (default: %(default)s)")
+    demo.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=932, metavar="N",
+                      help="seed of the workload: which records are poison, malformed, released, who crashes "
+                      "(default: %(default)s)")
+    demo.add_argument("--metrics-port", type=_int_in(0, 65535), default=None, metavar="PORT",
+                      help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics while the demo runs "
+                      "(0: any free port)")
+    demo.add_argument("--keep", action="store_true",
+                      help="add to the state log in DIR instead of starting fresh (each run uses a new topic)")
+    demo.add_argument("--no-audit", dest="audit", action="store_false",
+                      help="skip the Spark audit of the state log")
+    demo.add_argument("--master", default="local[2]", metavar="URL",
+                      help="Spark master of the audit (default: %(default)s)")
+    demo.add_argument("--walkthrough", action="store_true",
+                      help="instead, walk through KIP-932's worked example on one share-partition, step by step "
+                      "(the other options are ignored)")
+    audit = sub.add_parser(
+        "audit",
+        help="audit a state log with Spark: replay every share-partition's checkpoints and deltas, check them",
+        description="Read the segment files of a state log with PySpark, replay each share-partition's "
+        "checkpoint/delta stream in log order and check the invariants (CRC and framing, epochs, start "
+        "offsets, sorted disjoint batches, delivery counts, terminal records, deltas between checkpoints). "
+        "Prints a summary, writes a JSON report and a picture. Needs PySpark and Java 17+.",
+        epilog=_EPILOG,
+    )
+    audit.add_argument("state_log_dir", metavar="STATE_LOG_DIR", help="the state log directory (or a URI Spark reads)")
+    audit.add_argument("--master", default="local[2]", metavar="URL", help="Spark master (default: %(default)s)")
+    audit.add_argument("--out", metavar="DIR", help="where to write the report and the picture")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "audit":
+        return _audit(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2): argparse has printed why
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         if args.command == "demo":
-            from .walkthrough import main as demo_main
-
-            return demo_main()
+            return _demo(args)
     except ImportError as exc:  # e.g. the native tracker is not built
         print(f"sharegroup: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("sharegroup: interrupted", file=sys.stderr)
+        return 130
     parser.error(f"unknown command {args.command!r}")
-    return 2
+    return EXIT_USAGE
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.walkthrough:
+        from .walkthrough import main as walkthrough_main
+
+        return walkthrough_main()
+    import asyncio
+
+    from persister import CorruptLogError, LogLockedError
+
+    from .demo import DemoError, run_demo
+
+    try:
+        summary = asyncio.run(
+            run_demo(
+                data_dir=args.data,
+                partitions=args.partitions,
+                consumers=args.consumers,
+                records=args.records,
+                duration_s=args.duration,
+                seed=args.seed,
+                metrics_port=args.metrics_port,
+                keep=args.keep,
+                audit=args.audit,
+                master=args.master,
+            )
+        )
+    except (DemoError, LogLockedError, CorruptLogError, OSError) as exc:
+        print(f"sharegroup demo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return summary.exit_code
+
+
+def _audit(argv: list[str]) -> int:
+    """Delegate to the audit's own command line; without PySpark installed, say what to install."""
+    try:
+        from .audit import main as audit_main
+    except ImportError as exc:
+        if any(a in ("-h", "--help") for a in argv):
+            try:
+                build_parser().parse_args(["audit", "--help"])
+            except SystemExit:  # the help is printed
+                return EXIT_OK
+        print(f"sharegroup audit: cannot load the audit ({exc}); it needs PySpark (pip install pyspark) "
+              "and a Java runtime 17+", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(audit_main(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("sharegroup: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

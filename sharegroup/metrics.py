@@ -118,9 +118,11 @@ class SharePartitionMetrics:
         self._acquisitions = metrics.acquisitions.labels(**labels)
         self._acquired = metrics.acquired_records.labels(**labels)
         self._redelivered = metrics.redelivered_records.labels(**labels)
-        self._acked = {t: metrics.acknowledged_records.labels(type=name, **labels) for t, name in _ACK_TYPE_LABELS.items()}
+        self._acked = {t: metrics.acknowledged_records.labels(type=name, **labels)
+                       for t, name in _ACK_TYPE_LABELS.items()}
         self._expired = metrics.lock_expired_records.labels(**labels)
-        self._archived = {reason: metrics.archived_records.labels(reason=reason, **labels) for reason in ARCHIVE_REASONS}
+        self._archived = {reason: metrics.archived_records.labels(reason=reason, **labels)
+                          for reason in ARCHIVE_REASONS}
         self._in_flight = metrics.in_flight_records.labels(**labels)
 
     def acquired(self, records: Sequence[AcquiredRecords]) -> int:

@@ -1,4 +1,4 @@
-"""A narrated walk-through of KIP-932's worked example: what `make demo` shows until the full demo lands.
+"""A narrated walk-through of KIP-932's worked example: `sharegroup demo --walkthrough`.
 
 Layer 4 (an edge): it wires a SharePartition to the coordinator rules of `persister.InMemoryPersister`
 and prints the in-flight window and the durable state after every step.

@@ -1,0 +1,459 @@
+"""The demo (`sharegroup demo`): small runs whose summary must add up, agree with the leaders and with
+the durable state replayed from disk; the topic log, the simulated time, the metrics endpoint, the data
+directory rules and the audit wiring (the audit's own tests cover Spark)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import socket
+import sys
+import types
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from persister import LocalPersister
+from persister.log import segment_file_name
+from sharegroup.clock import ManualClock
+from sharegroup.demo import (
+    DATA_DIR_MARKER,
+    RECORDS_PER_CHECKPOINT,
+    ConsumerBehaviour,
+    DemoError,
+    Outcome,
+    Phase,
+    TopicLog,
+    VirtualTime,
+    check_durable_state,
+    run_demo,
+)
+from sharegroup.errors import Errors, ShareError
+from sharegroup.metrics import SharePartitionMetrics, metrics_for, serve_metrics
+from sharegroup.types import AcknowledgementBatch, AcquiredRecords, FetchedBatch
+
+from .conftest import run
+
+# Rates high enough that a few thousand records see every path: poison, malformed, crashes.
+BUSY = ConsumerBehaviour(release_rate=0.05, malformed_rate=0.01, poison_rate=0.01, poison_crash_rate=0.2,
+                         crash_rate=0.01)
+
+
+def demo(tmp_path, **kw):
+    kw.setdefault("data_dir", tmp_path / "data")
+    kw.setdefault("records", 3_000)
+    kw.setdefault("audit", False)
+    kw.setdefault("fsync", False)
+    kw.setdefault("behaviour", BUSY)
+    kw.setdefault("print_fn", lambda line: None)
+    kw.setdefault("progress", False)
+    return run(run_demo(**kw))
+
+
+def counts(summary):
+    return {k: getattr(summary, k) for k in (
+        "produced", "producer_batches", "poison_records", "malformed_records", "deliveries", "redeliveries",
+        "accepted", "released", "rejected", "lock_expired", "released_on_leave", "archived_delivery_limit",
+        "archived_lock_expiry", "crashes", "polls", "in_flight", "durable_writes", "simulated_seconds")}
+
+
+# -- the topic log ---------------------------------------------------------------------------------------
+
+
+def test_topic_log_fetches_whole_batches_from_the_one_holding_the_offset():
+    log = TopicLog()
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0) and log.fetch(0) == []
+    assert log.append(5, 100) == FetchedBatch(0, 4, -1)
+    log.append(3, 100, producer_id=7)
+    log.append(10, 250)
+    assert log.log_end_offset == 18 and log.batch_count == 3
+    assert log.fetch(2, max_records=1) == [FetchedBatch(0, 4, -1)]
+    assert log.fetch(2, max_records=4) == [FetchedBatch(0, 4, -1), FetchedBatch(5, 7, 7)]
+    assert log.fetch(6) == [FetchedBatch(5, 7, 7), FetchedBatch(8, 17, -1)]
+    assert log.fetch(18) == []
+    with pytest.raises(ShareError) as info:
+        log.fetch(19)
+    assert info.value.error is Errors.OFFSET_OUT_OF_RANGE
+    assert log.offset_for("earliest") == 0 and log.offset_for("latest") == 18
+    assert [log.offset_for(ts) for ts in (0, 100, 101, 250, 251)] == [0, 0, 8, 8, 18]
+    with pytest.raises(ValueError):
+        log.append(1, 99)  # timestamps never go back
+    with pytest.raises(ValueError):
+        log.append(0, 300)
+    with pytest.raises(ValueError):
+        log.offset_for("yesterday")
+
+
+def test_topic_log_with_a_later_log_start():
+    log = TopicLog(40)
+    log.append(2, 0)
+    assert log.fetch(40) == [FetchedBatch(40, 41, -1)] and log.offset_for("earliest") == 40
+    with pytest.raises(ShareError):
+        log.fetch(39)
+
+
+# -- simulated time ----------------------------------------------------------------------------------------
+
+
+def test_virtual_time_wakes_by_time_then_phase_then_rank_and_waits_for_real_awaits():
+    async def main():
+        clock = ManualClock(1_000)
+        vt = VirtualTime(clock, tick_ms=10)
+        seen = []
+
+        async def worker(name, plan):
+            for delay, phase, io in plan:
+                await vt.sleep(delay, phase)
+                if io:  # a real await (a write): time must not move meanwhile
+                    before = clock.now_ms()
+                    await asyncio.sleep(0.001)
+                    assert clock.now_ms() == before
+                seen.append((clock.now_ms() - 1_000, phase.name, name))
+
+        vt.spawn(worker("b", [(5, Phase.ACQUIRE, False), (0, Phase.IO, True)]), rank=2, name="b")
+        vt.spawn(worker("a", [(10, Phase.ACQUIRE, False), (30, Phase.IO, True)]), rank=1, name="a")
+        vt.spawn(worker("p", [(10, Phase.PRODUCE, False)]), rank=3, name="p")
+        await vt.run(lambda: None)
+        return seen, vt.elapsed_ms
+
+    seen, elapsed = run(main())
+    # 5 ms rounds up to the 10 ms tick. At 10 ms the PRODUCE phase runs first, then ACQUIRE in rank order
+    # (a before b); b's zero sleep then asks for the IO phase of the same instant, which runs next.
+    assert seen == [(10, "PRODUCE", "p"), (10, "ACQUIRE", "a"), (10, "ACQUIRE", "b"), (10, "IO", "b"),
+                    (40, "IO", "a")]
+    assert elapsed == 40
+
+
+def test_virtual_time_raises_what_a_task_raised():
+    async def main():
+        vt = VirtualTime(ManualClock(0))
+
+        async def boom():
+            await vt.sleep(10)
+            raise RuntimeError("boom")
+
+        async def forever():
+            while True:
+                await vt.sleep(1_000)
+
+        vt.spawn(boom(), rank=0, name="boom")
+        vt.spawn(forever(), rank=1, name="forever")
+        try:
+            await vt.run(lambda: None)
+        finally:
+            await vt.cancel_all()
+
+    with pytest.raises(RuntimeError, match="boom"):
+        run(main())
+
+
+# -- a whole run ---------------------------------------------------------------------------------------------
+
+
+def test_small_demo_adds_up_and_agrees_with_the_leaders(tmp_path):
+    progress = io.StringIO()
+    lines: list[str] = []
+    s = demo(tmp_path, progress=progress, print_fn=lines.append)
+    assert s.exit_code == 0 and s.audit is None and s.audit_error is None and not s.stopped_early
+    # Every delivery ended one way; every record ended accepted or archived (or is still in flight).
+    assert s.deliveries == s.accepted + s.released + s.rejected + s.lock_expired + s.released_on_leave
+    assert s.produced == 3_000 == s.accepted + s.archived + s.in_flight and s.in_flight == 0
+    assert s.redeliveries == s.deliveries - s.produced  # every record was delivered, once or more
+    assert s.archived == s.rejected + s.archived_delivery_limit + s.archived_lock_expiry
+    # The ledger of outcomes per record says the same.
+    tally = {o: 0 for o in Outcome}
+    for outcomes in s.outcomes.values():
+        for o in outcomes:
+            tally[Outcome(o)] += 1
+    assert tally == {Outcome.IN_FLIGHT: 0, Outcome.ACCEPTED: s.accepted, Outcome.REJECTED: s.rejected,
+                     Outcome.DELIVERY_LIMIT: s.archived_delivery_limit, Outcome.LOCK_EXPIRY: s.archived_lock_expiry}
+    # The run saw every path.
+    assert s.crashes > 0 and s.lock_expired > 0 and s.rejected == s.malformed_records > 0
+    assert s.archived_delivery_limit > 0 and s.archived_lock_expiry > 0
+    # Poison records never succeed: they are archived on their last allowed delivery.
+    poison = [(p, o) for p, offsets in s.poison.items() for o in offsets]
+    assert len(poison) == s.poison_records > 0
+    assert all(s.outcomes[p][o] in (Outcome.DELIVERY_LIMIT, Outcome.LOCK_EXPIRY) for p, o in poison)
+    assert s.archived_delivery_limit + s.archived_lock_expiry >= s.poison_records  # neighbours may get there too
+    # Every leader finished: the start offset is at the log end, nothing in flight.
+    for p, leader in s.leader_states.items():
+        assert leader.start_offset == leader.log_end_offset and leader.state_batches == []
+    assert sum(leader.log_end_offset for leader in s.leader_states.values()) == s.produced
+    assert s.durable_state_problems == [] and s.durable_writes > 0
+    text = "\n".join(lines)
+    assert "Summary" in text and "lock expiry at limit" in text and "durable state" in text
+    assert "100%" in progress.getvalue() and "\r" not in progress.getvalue()  # not a terminal: plain lines
+
+
+def test_no_acknowledged_write_is_lost(tmp_path):
+    """Reopen the state log (the persister's own recovery) and compare every offset with the leader."""
+    s = demo(tmp_path, records=2_000, duration_s=30.0, fsync=True)
+
+    async def durable_states():
+        p = await LocalPersister.open(tmp_path / "data", fsync=False)
+        try:
+            return {part: p.state_of(s.group_id, s.topic_id, part) for part in s.leader_states}
+        finally:
+            await p.close()
+
+    for part, durable in run(durable_states()).items():
+        leader = s.leader_states[part]
+        assert durable is not None and durable.start_offset <= leader.start_offset
+        by_offset = {}
+        for b in durable.state_batches:
+            for o in range(b.first_offset, b.last_offset + 1):
+                by_offset[o] = (b.delivery_state, b.delivery_count)
+        # Below the leader's start offset every record is done, durably (or below the durable start).
+        for o in range(durable.start_offset, leader.start_offset):
+            assert by_offset[o][0] in (2, 4), (part, o)
+            expected = 2 if s.outcomes[part][o] == Outcome.ACCEPTED else 4
+            assert by_offset[o][0] == expected, (part, o)
+    assert s.fsyncs > 0 and s.writes_per_fsync > 0
+
+
+def test_the_same_seed_gives_the_same_run(tmp_path):
+    first = demo(tmp_path, records=1_500, seed=7)
+    again = demo(tmp_path, records=1_500, seed=7)
+    other = demo(tmp_path, records=1_500, seed=8)
+    assert counts(first) == counts(again)
+    assert first.outcomes == again.outcomes and first.poison == again.poison
+    assert counts(other) != counts(first)
+
+
+def test_a_run_cut_short_by_its_duration_leaves_records_in_flight_but_adds_up(tmp_path):
+    s = demo(tmp_path, records=50_000, duration_s=0.05)
+    assert s.stopped_early and s.produced < 50_000 and s.in_flight > 0
+    assert s.produced == s.accepted + s.archived + s.in_flight
+    assert s.deliveries == s.accepted + s.released + s.rejected + s.lock_expired + s.released_on_leave
+    assert sum(bytes(o).count(Outcome.IN_FLIGHT) for o in s.outcomes.values()) == s.in_flight
+    for leader in s.leader_states.values():  # the consumers left: nothing stays acquired
+        assert all(b.delivery_state != 1 for b in leader.state_batches)
+    assert s.durable_state_problems == [] and s.exit_code == 0
+    assert run(check_durable_state(tmp_path / "data", s.group_id, s.topic_id, s.leader_states)) == []
+
+
+def test_one_consumer_one_partition(tmp_path):
+    s = demo(tmp_path, records=500, partitions=1, consumers=1)
+    assert s.produced == s.accepted + s.archived and s.in_flight == 0 and s.exit_code == 0
+
+
+def test_the_durable_state_check_notices_a_difference(tmp_path):
+    s = demo(tmp_path, records=300, behaviour=ConsumerBehaviour(poison_rate=0, crash_rate=0, malformed_rate=0.05))
+    leaders = dict(s.leader_states)
+    leader = leaders[0]
+    leaders[0] = leader._replace(start_offset=leader.start_offset + 5)  # claims more than the log holds
+    problems = run(check_durable_state(tmp_path / "data", s.group_id, s.topic_id, leaders))
+    assert len(problems) == 1 and problems[0].startswith("partition 0")
+    assert run(check_durable_state(tmp_path / "data", s.group_id, uuid.uuid4(), s.leader_states))  # no such key
+
+
+# -- metrics ---------------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def total(values: dict[str, float], name: str, **labels: str) -> float:
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(v for k, v in values.items()
+               if k.split("{")[0] == name and all(w in k for w in want))
+
+
+def test_metrics_are_served_on_loopback_while_the_demo_runs(tmp_path):
+    port = free_port()
+    scraped: dict[str, float] = {}
+
+    def print_fn(line: str) -> None:
+        if line.startswith("metrics: "):
+            assert line == f"metrics: http://127.0.0.1:{port}/metrics"
+        if line == "Summary":  # still running: the endpoint is up and the counts are final
+            scraped.update(scrape(f"http://127.0.0.1:{port}/metrics"))
+
+    s = demo(tmp_path, metrics_port=port, print_fn=print_fn, fsync=True)
+    assert s.metrics_url == f"http://127.0.0.1:{port}/metrics"
+    assert total(scraped, "sharegroup_leader_acquired_records_total") == s.deliveries
+    assert total(scraped, "sharegroup_leader_redelivered_records_total") == s.redeliveries
+    assert total(scraped, "sharegroup_leader_acknowledged_records_total", type="accept") == s.accepted
+    assert total(scraped, "sharegroup_leader_acknowledged_records_total", type="release") == s.released
+    assert total(scraped, "sharegroup_leader_acknowledged_records_total", type="reject") == s.rejected
+    assert total(scraped, "sharegroup_leader_lock_expired_records_total") == s.lock_expired
+    assert total(scraped, "sharegroup_leader_archived_records_total", reason="rejected") == s.rejected
+    assert total(scraped, "sharegroup_leader_archived_records_total", reason="delivery_limit") == \
+        s.archived_delivery_limit
+    assert total(scraped, "sharegroup_leader_archived_records_total", reason="lock_expiry") == s.archived_lock_expiry
+    assert total(scraped, "sharegroup_leader_acquired_records_total", partition="0") > 0
+    assert total(scraped, "sharegroup_leader_in_flight_records") == 0
+    assert total(scraped, "sharegroup_persister_fsyncs_total") == s.fsyncs
+    assert total(scraped, "sharegroup_persister_group_commit_records_count") == s.group_commits
+    with pytest.raises(urllib.error.URLError):  # stopped with the demo
+        urllib.request.urlopen(s.metrics_url, timeout=2)
+
+
+def test_share_partition_metrics_count_by_type_and_reason():
+    registry = CollectorRegistry()
+    m = SharePartitionMetrics("g", "t", 3, registry=registry)
+    assert metrics_for(registry) is metrics_for(registry)
+    assert m.acquired([AcquiredRecords(0, 9, 1), AcquiredRecords(10, 11, 3)]) == 12
+    assert m.acquired([]) == 0
+    got = m.acknowledged([AcknowledgementBatch(0, 9, (1,)), AcknowledgementBatch(10, 12, (2, 3, 1))])
+    assert got == {1: 11, 2: 1, 3: 1}
+    m.lock_expired(4)
+    m.archived("delivery_limit", 2)
+    m.set_in_flight(7)
+    labels = {"group": "g", "topic": "t", "partition": "3"}
+    value = registry.get_sample_value
+    assert value("sharegroup_leader_acquisitions_total", labels) == 1
+    assert value("sharegroup_leader_acquired_records_total", labels) == 12
+    assert value("sharegroup_leader_redelivered_records_total", labels) == 2
+    assert value("sharegroup_leader_acknowledged_records_total", {**labels, "type": "accept"}) == 11
+    assert value("sharegroup_leader_acknowledged_records_total", {**labels, "type": "reject"}) == 1
+    assert value("sharegroup_leader_lock_expired_records_total", labels) == 4
+    assert value("sharegroup_leader_archived_records_total", {**labels, "reason": "delivery_limit"}) == 2
+    assert value("sharegroup_leader_archived_records_total", {**labels, "reason": "rejected"}) == 0
+    assert value("sharegroup_leader_in_flight_records", labels) == 7
+    with pytest.raises(KeyError):
+        m.archived("boredom", 1)
+
+
+def test_serve_metrics_binds_the_loopback_interface_only():
+    registry = CollectorRegistry()
+    SharePartitionMetrics("g", "t", 0, registry=registry).lock_expired(1)
+    server = serve_metrics(0, registry)
+    try:
+        assert server.host == "127.0.0.1" and server.port > 0
+        assert server.url == f"http://127.0.0.1:{server.port}/metrics"
+        assert total(scrape(server.url), "sharegroup_leader_lock_expired_records_total") == 1
+    finally:
+        server.close()
+        server.close()  # idempotent
+    with pytest.raises(ValueError):
+        serve_metrics(70_000, registry)
+
+
+def test_a_metrics_port_in_use_is_a_demo_error(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        with pytest.raises(DemoError, match="cannot serve metrics"):
+            demo(tmp_path, metrics_port=sock.getsockname()[1])
+
+
+# -- the data directory ---------------------------------------------------------------------------------------
+
+
+def test_a_fresh_run_wipes_the_previous_demo_log_and_keep_adds_to_it(tmp_path):
+    first = demo(tmp_path, records=300)
+    data = tmp_path / "data"
+    assert (data / DATA_DIR_MARKER).exists()
+    (data / "notes.txt").write_text("mine")
+    kept = demo(tmp_path, records=300, keep=True)
+    both = run(check_durable_state(data, first.group_id, first.topic_id, first.leader_states))
+    assert both == [] and kept.exit_code == 0  # the first run's state is still there
+    fresh = demo(tmp_path, records=300)
+    assert fresh.exit_code == 0
+    assert run(check_durable_state(data, first.group_id, first.topic_id, first.leader_states))  # wiped
+    assert (data / "notes.txt").read_text() == "mine"  # only the state log's files are deleted
+
+
+def test_a_state_log_the_demo_did_not_write_is_never_wiped(tmp_path):
+    data = tmp_path / "theirs"
+    data.mkdir()
+    segment = data / segment_file_name(0)
+    segment.write_bytes(b"")
+    with pytest.raises(DemoError, match="did not create"):
+        demo(tmp_path, data_dir=data)
+    assert segment.exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DemoError, match="not a directory"):
+        demo(tmp_path, data_dir=tmp_path / "file")
+    busy = tmp_path / "project"
+    busy.mkdir()
+    (busy / "README").write_text("x")
+    with pytest.raises(DemoError, match="not empty"):
+        demo(tmp_path, data_dir=busy)
+    assert sorted(p.name for p in busy.iterdir()) == ["README"]
+    assert demo(tmp_path, data_dir=busy, records=100, keep=True).exit_code == 0  # asked for explicitly
+
+
+# -- the audit's wiring (no Spark here) ------------------------------------------------------------------------
+
+
+class FakeResult:
+    def __init__(self, ok: bool) -> None:
+        self.ok = ok
+        self.violations = [] if ok else ["one"]
+        self.records = self.keys = 1
+
+
+def fake_audit_module(run_audit=None, main=None) -> types.ModuleType:
+    """A stand-in for `sharegroup.audit` with its public names, so that the wiring is tested without
+    Spark and whatever state the audit package is in."""
+    module = types.ModuleType("sharegroup.audit")
+
+    class AuditEnvironmentError(Exception):
+        pass
+
+    module.AuditEnvironmentError = AuditEnvironmentError
+    module.run_audit = run_audit or (lambda *a, **k: FakeResult(ok=True))
+    module.main = main or (lambda argv: 0)
+    return module
+
+
+def test_the_audit_runs_on_the_log_just_written_and_decides_the_exit_code(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run_audit(log_dir, *, master="local[2]", out_dir=None, spark=None, print_fn=print,
+                       delivery_count_limit=10, snapshot_update_records_per_snapshot=500):
+        calls.append((str(log_dir), master, delivery_count_limit, snapshot_update_records_per_snapshot))
+        return FakeResult(ok=len(calls) == 1)
+
+    monkeypatch.setitem(sys.modules, "sharegroup.audit", fake_audit_module(fake_run_audit))
+    s = demo(tmp_path, records=200, audit=True, master="local[1]")
+    # The audit checks the log against the settings it was written with.
+    assert s.exit_code == 0 and calls == [(str(tmp_path / "data"), "local[1]", 5, RECORDS_PER_CHECKPOINT)]
+    s = demo(tmp_path, records=200, audit=True)
+    assert s.exit_code == 1
+
+
+def test_an_audit_that_cannot_run_exits_2_with_a_message(tmp_path, monkeypatch):
+    audit = fake_audit_module()
+
+    def no_java(*args, **kwargs):
+        raise audit.AuditEnvironmentError("no Java runtime: install openjdk-17-jre-headless")
+
+    audit.run_audit = no_java
+    monkeypatch.setitem(sys.modules, "sharegroup.audit", audit)
+    lines: list[str] = []
+    s = demo(tmp_path, records=200, audit=True, print_fn=lines.append)
+    assert s.exit_code == 2 and "openjdk" in s.audit_error and any("openjdk" in line for line in lines)
+    monkeypatch.setitem(sys.modules, "sharegroup.audit", None)  # as if it could not be imported
+    lines.clear()
+    s = demo(tmp_path, records=200, audit=True, print_fn=lines.append)
+    assert s.exit_code == 2 and "pip install pyspark" in s.audit_error
+
+
+def test_demo_with_the_spark_audit(tmp_path, request):
+    try:
+        spark = request.getfixturevalue("spark")
+    except pytest.FixtureLookupError:
+        pytest.skip("tests/conftest.py has no shared `spark` fixture: the audit's tests own the Spark session")
+    s = demo(tmp_path, records=1_000, audit=True, spark=spark, audit_out_dir=tmp_path / "audit-out")
+    assert s.audit is not None and s.audit.ok and s.exit_code == 0
+    assert s.audit.records == s.durable_writes
