@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip "setuptools>=77" wheel "Cython>=3.0"
-	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench]"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,audit]"
 	touch $(STAMP)
 
 # An editable install does not rebuild when a .pyx changes, so every run rebuilds in place (cheap when

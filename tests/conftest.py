@@ -53,3 +53,22 @@ def run(coro):
 def tracker(tracker_cls):
     """A default tracker (window starting at offset 0) of each twin."""
     return tracker_cls(0)
+
+
+# -- the Spark audit: one Spark session for the whole run (start-up costs ~7 s on 2 cores) --------------
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The shared SparkSession of the audit tests (local[2], the small-machine settings of
+    sharegroup.audit.spark_job); skipped only when Java is not installed."""
+    from sharegroup.audit import AuditEnvironmentError
+    from sharegroup.audit.spark_job import build_session, check_java
+
+    try:
+        check_java()
+    except AuditEnvironmentError as exc:
+        pytest.skip(f"Spark audit tests need Java: {exc}")
+    session = build_session("local[2]")
+    yield session
+    session.stop()
