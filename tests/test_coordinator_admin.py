@@ -234,7 +234,7 @@ def test_describe_group():
         assert info.value.error is Errors.GROUP_ID_NOT_FOUND
         with pytest.raises(ShareError) as info:
             e.gc.describe_group("")
-        assert info.value.error is Errors.INVALID_REQUEST
+        assert info.value.error is Errors.INVALID_GROUP_ID
 
     run(main())
 
@@ -267,7 +267,7 @@ def test_describe_offsets_errors():
         assert info.value.error is Errors.GROUP_ID_NOT_FOUND
         with pytest.raises(ShareError) as info:
             await e.gc.describe_offsets(" ")
-        assert info.value.error is Errors.INVALID_REQUEST
+        assert info.value.error is Errors.INVALID_GROUP_ID
         await e.hb(M1, 0, ["a"])
         for p in (0, 1):
             await e.persister.write_state(
@@ -374,7 +374,7 @@ def test_alter_offsets_malformed_is_invalid_request(offsets):
     async def main():
         e = await env(a=2)
         await refused(e, Errors.INVALID_REQUEST, e.gc.alter_offsets(G, offsets))
-        await refused(e, Errors.INVALID_REQUEST, e.gc.alter_offsets("", {A: {0: 1}}))
+        await refused(e, Errors.INVALID_GROUP_ID, e.gc.alter_offsets("", {A: {0: 1}}))
 
     run(main())
 
@@ -497,7 +497,7 @@ def test_delete_group():
         await e.hb(M1, 0, ["a"])
         await refused(e, Errors.GROUP_NOT_EMPTY, e.gc.delete_group(G))
         await refused(e, Errors.GROUP_ID_NOT_FOUND, e.gc.delete_group("missing"))
-        await refused(e, Errors.INVALID_REQUEST, e.gc.delete_group(""))
+        await refused(e, Errors.INVALID_GROUP_ID, e.gc.delete_group(""))
         await e.hb(M1, -1)
         n = len(e.sink)
         await e.gc.delete_group(G)

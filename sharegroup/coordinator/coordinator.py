@@ -340,7 +340,7 @@ class GroupCoordinator:
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """State, epochs, and every member with its subscription and current assignment."""
-        group_id = check_group_id(group_id)
+        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._check_loaded()
         group = self._require_group(group_id)
         members = [
@@ -364,7 +364,7 @@ class GroupCoordinator:
         offset is not resolved yet (-1) or the count is unknown. Per-partition failures come back as
         `OffsetInfo(start_offset or -1, -1, error)`.
         """
-        group_id = check_group_id(group_id)
+        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._check_loaded()
         group = self._require_group(group_id)
         items = [(t, p) for t, entry in sorted(group.initialized.items()) for p in sorted(entry.partitions)]
@@ -402,7 +402,7 @@ class GroupCoordinator:
         current group epoch). Only on an empty group (GROUP_NOT_EMPTY otherwise); a missing group is
         created. Per partition: NONE, UNKNOWN_TOPIC_OR_PARTITION (unknown topic id or partition beyond
         the topic), or the persister's error. A malformed request raises INVALID_REQUEST."""
-        group_id = check_group_id(group_id)
+        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         request = _check_offsets_request(offsets)
         self._check_loaded()
         async with self._locks.hold(group_id):
@@ -474,7 +474,7 @@ class GroupCoordinator:
         persister deleted every partition). Only on an existing (GROUP_ID_NOT_FOUND), empty
         (GROUP_NOT_EMPTY) group. Per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION (the group holds no state
         for it) or the first persister error (the topic then stays deleting; calling again retries)."""
-        group_id = check_group_id(group_id)
+        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         if isinstance(topic_ids, (str, bytes)) or not isinstance(topic_ids, (list, tuple, set, frozenset)):
             raise invalid(f"topic ids must be a list of uuid.UUID, got {topic_ids!r}.")
         wanted = list(dict.fromkeys(check_topic_id(t) for t in topic_ids))
@@ -514,7 +514,7 @@ class GroupCoordinator:
         its share-partition state (two-stage, through *deleting*), then its records (tombstones). If the
         persister fails for a partition, the group stays with those topics deleting and the first error
         is raised; calling again retries."""
-        group_id = check_group_id(group_id)
+        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._check_loaded()
         async with self._locks.hold(group_id):
             await self._expire_group(group_id, self._clock.now_ms())

@@ -33,9 +33,10 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_group_id(group_id: Any) -> str:
+def check_group_id(group_id: Any, error: Errors = Errors.INVALID_REQUEST) -> str:
+    """A heartbeat with a blank group id is INVALID_REQUEST; the admin APIs answer INVALID_GROUP_ID."""
     if not isinstance(group_id, str) or not group_id.strip():
-        raise invalid(f"GroupId can't be empty or blank, got {group_id!r}.")
+        raise ShareError(error, f"GroupId can't be empty or blank, got {group_id!r}.")
     return group_id
 
 
