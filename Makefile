@@ -33,4 +33,4 @@ bench: build
 	$(PY) -m pytest -q -p no:cacheprovider bench --benchmark-enable --benchmark-columns=min,median,mean,ops --benchmark-sort=name
 
 clean:
-	rm -rf build *.egg-info sharegroup/_native/*.so _native/*.c
+	rm -rf build *.egg-info sharegroup/_native/*.so persister/*.so _native/*.c

@@ -1,6 +1,8 @@
-"""Build the Cython tracker from `_native/*.pyx` into modules inside the `sharegroup._native` package.
+"""Build the Cython twins: `_native/*.pyx` into modules inside the `sharegroup._native` package, except
+`_native/records.pyx`, the persister's frame codec, which becomes `persister._native_records` (the
+persister may import only layer 0 of sharegroup, so its native module lives in its own package).
 
-`SHAREGROUP_PUREPYTHON=1` skips the extension build (the pure twin needs none). A failing native build
+`SHAREGROUP_PUREPYTHON=1` skips the extension build (the pure twins need none). A failing native build
 is an error, never a silent fallback (SPEC §2).
 """
 
@@ -13,7 +15,8 @@ ext_modules = []
 if os.environ.get("SHAREGROUP_PUREPYTHON") != "1":
     from Cython.Build import cythonize
 
-    sources = sorted(glob.glob(os.path.join("_native", "*.pyx")))
+    persister_sources = {os.path.join("_native", "records.pyx"): "persister._native_records"}
+    sources = sorted(set(glob.glob(os.path.join("_native", "*.pyx"))) - set(persister_sources))
     extensions = [
         Extension(
             "sharegroup._native." + os.path.splitext(os.path.basename(src))[0],
@@ -21,7 +24,7 @@ if os.environ.get("SHAREGROUP_PUREPYTHON") != "1":
             extra_compile_args=["-O3"],
         )
         for src in sources
-    ]
+    ] + [Extension(name, [src], extra_compile_args=["-O3"]) for src, name in sorted(persister_sources.items())]
     ext_modules = cythonize(
         extensions,
         language_level=3,

@@ -13,6 +13,14 @@
   (scan, decode, replay) in records/s, target >= 300k/s; then prune and reopen: what a restart
   replays is bounded by live keys x (N + 1), not by the history.
 - bytes on disk per delta vs its msgpack payload; target framing overhead <= 20%.
+- the frame codec twins side by side (persister.frame_codec: Cython and pure Python) scanning and
+  decoding the same segment bytes; the native pass runs both, the pure pass (SHAREGROUP_PUREPYTHON=1)
+  the pure one.
+
+What bounds write latency under load: with every share-partition in a closed loop, Little's law makes
+the latency `partitions / writes_per_s`, so once one fsync costs less than `partitions x` the CPU of a
+write (on a disk whose fsync takes 0.2 ms, 256 partitions at ~15 us of Python a write), latency is CPU
+time, not fsync time; `cpu_per_write_us` and the partition sweep show it.
 
 Numbers go to benchmark.extra_info and are printed. Seeded; about 1-2 minutes on 2 cores.
 """
@@ -29,6 +37,8 @@ import msgpack
 import pytest
 
 from persister import LocalPersister, SegmentLog, ShareCheckpoint, ShareCoordinator, ShareDelta, StateKey, encode_record
+from persister import frame_codec as frame_codec_module
+from persister.frame_codec import KeyTable
 from persister.log import segment_file_name
 from sharegroup.clock import ManualClock
 from sharegroup.types import StateBatch
@@ -196,6 +206,7 @@ def test_durable_write_throughput_and_latency(benchmark, capsys, tmp_path):
         "p99_under_load / single_fsync_p50 (target <= 3)": round(load_p99 / single_p50, 2),
         "p99_under_load / single_fsync_p99": round(load_p99 / single_p99, 2),
         "little's law: partitions / writes_per_s, ms": round(PARTITIONS / group["writes_per_s"] * 1e3, 2),
+        "cpu_per_write_us (1 / writes_per_s; the loop is saturated)": round(1e6 / group["writes_per_s"], 1),
         "bare_segment_log_writes_per_s": round(log_only["writes_per_s"]),
         "bare_segment_log_writes_per_fsync": round(log_only["writes_per_fsync"], 1),
         "bare_segment_log_speedup_vs_naive": round(log_only["writes_per_s"] / naive_rate, 1),
@@ -221,13 +232,13 @@ N = 9  # deltas between checkpoints: a checkpoint every 10th record of a key
 RECOVERY_SEGMENT_BYTES = 32 * 2**20
 
 
-def write_history(log_dir: str) -> int:
-    """Write RECORDS frames round-robin over KEYS keys straight into segment files (no coordinator):
+def write_history(log_dir: str, records: int = RECORDS) -> int:
+    """Write `records` frames round-robin over KEYS keys straight into segment files (no coordinator):
     record j of key k is at offset j * KEYS + k; every (N + 1)th record of a key is a checkpoint."""
     os.makedirs(log_dir)
     rng = random.Random(932)
     keys = [StateKey(f"group-{k % 100:03d}", uuid.UUID(int=rng.getrandbits(128)), k // 100) for k in range(KEYS)]
-    per_key = RECORDS // KEYS
+    per_key = records // KEYS
     cache: dict[tuple[int, int, bool], bytes] = {}
 
     def frame(k: int, j: int) -> bytes:
@@ -313,6 +324,48 @@ def test_recovery_of_a_million_records_and_after_pruning(benchmark, capsys, tmp_
     }
     assert r["replayed_after"] <= KEYS * (N + 1)
     report(benchmark, capsys, f"recovery: {RECORDS:,} records over {KEYS:,} keys, N = {N}", numbers)
+
+
+# -- the frame codec twins ------------------------------------------------------------------------
+
+CODEC_RECORDS = 200_000
+
+
+def _codec_twins():
+    twins = [pytest.param(frame_codec_module.pure_frame_codec(), id="pure")]
+    if os.environ.get("SHAREGROUP_PUREPYTHON") != "1":
+        twins.insert(0, pytest.param(frame_codec_module.native_frame_codec(), id="native"))
+    return twins
+
+
+@pytest.fixture(scope="module")
+def codec_segment(tmp_path_factory) -> bytes:
+    """The first CODEC_RECORDS frames of the recovery history (checkpoints and deltas of 10k keys)."""
+    log_dir = str(tmp_path_factory.mktemp("codec") / "state-log")
+    assert write_history(log_dir, CODEC_RECORDS) == CODEC_RECORDS
+    return b"".join(open(os.path.join(log_dir, name), "rb").read() for name in sorted(os.listdir(log_dir)))
+
+
+@pytest.mark.parametrize("codec", _codec_twins())
+@pytest.mark.benchmark(group="persister: frame codec twins")
+def test_frame_codec_twins(benchmark, capsys, codec, codec_segment):
+    buf = codec_segment
+
+    def scan_and_decode():
+        t0 = time.perf_counter()
+        count, stop = codec.scan_frames(buf, 0, len(buf))
+        t1 = time.perf_counter()
+        rows, end = codec.decode_frames(buf, 0, len(buf), KeyTable())
+        t2 = time.perf_counter()
+        assert count == len(rows) == CODEC_RECORDS and stop == end == len(buf)
+        return t1 - t0, t2 - t1
+
+    scan_s, decode_s = benchmark.pedantic(scan_and_decode, rounds=3, iterations=1)
+    twin = "native" if codec.NATIVE else "pure"
+    report(benchmark, capsys, f"frame codec ({twin} twin): {CODEC_RECORDS:,} frames, {len(buf) / 2**20:.1f} MiB", {
+        "scan_records_per_s (framing + CRC)": round(CODEC_RECORDS / scan_s),
+        "decode_records_per_s (framing + CRC + rows)": round(CODEC_RECORDS / decode_s),
+    })
 
 
 # -- bytes on disk --------------------------------------------------------------------------------

@@ -8,12 +8,16 @@ acknowledged record available again with a lower count.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from typing import Iterable, Sequence
 
 from sharegroup.types import StateBatch
 
-__all__ = ["combine"]
+__all__ = ["combine", "is_canonical", "merge_canonical"]
+
+_INT64_MAX = 2**63 - 1
+_DELIVERY_COUNT_MAX = 2**15 - 1
 
 _BatchLike = Sequence[int]  # (first_offset, last_offset, delivery_state, delivery_count)
 
@@ -101,3 +105,92 @@ def _sweep(batches: list[tuple[int, int, int, int]]) -> list[StateBatch]:
         previous = x
     assert active == 0 and i == n
     return [StateBatch(first, last, state, count) for first, last, state, count in out]
+
+
+# -- fast paths for canonical state ------------------------------------------------------------------
+#
+# The coordinator's state is always canonical (the combiner's output form) and so is every delta it
+# writes, and most writes touch offsets no batch of the state covers (new acknowledgements beyond the
+# state, or a start offset that prunes the old state away). For those, merging is a splice with at most
+# two coalescings instead of a sweep; anything else falls back to `combine`, which is the definition.
+
+
+def is_canonical(batches: Sequence, start_offset: int = -1) -> bool:
+    """Whether `batches` is already in `combine`'s output form: StateBatch values of plain ints, each
+    with 0 <= first <= last, sorted, strictly disjoint, touching ones differing in (state, count), and
+    none below `start_offset` (-1: no bound). Then `combine((), batches, start_offset)` equals
+    `list(batches)`. Runtime complexity: O(n)."""
+    previous_last = -1 if start_offset == -1 else start_offset - 1
+    previous_state = previous_count = None
+    for batch in batches:
+        if type(batch) is not StateBatch:
+            return False
+        first, last, state, count = batch
+        if not (type(first) is int and type(last) is int and type(state) is int and type(count) is int):
+            return False
+        if first <= previous_last or last < first:
+            return False
+        if first == previous_last + 1 and state == previous_state and count == previous_count:
+            return False
+        previous_last, previous_state, previous_count = last, state, count
+    return True
+
+
+def merge_canonical(state_batches: tuple, new_batches: Sequence, start_offset: int) -> tuple[StateBatch, ...]:
+    """`tuple(combine(state_batches, new_batches, start_offset))` for `state_batches` that is canonical
+    (see `is_canonical`; its start bound does not matter here), computed without a sweep when the new
+    batches are canonical, not below `start_offset` and cover no offset the pruned state covers.
+
+    Runtime complexity: O(p + k log n) for p pruned state batches, k new ones and n state batches (plus
+    the copies of a tuple splice), else that of `combine`.
+    """
+    old = state_batches
+    if start_offset != -1 and old and old[0].first_offset < start_offset:
+        if old[-1].last_offset < start_offset:
+            old = ()
+        else:
+            i = 0
+            while old[i].last_offset < start_offset:
+                i += 1
+            head = old[i]
+            if head.first_offset < start_offset:
+                clipped = StateBatch(start_offset, head.last_offset, head.delivery_state, head.delivery_count)
+                old = (clipped,) + old[i + 1 :]
+            else:
+                old = old[i:]
+    if not new_batches:
+        return old
+    if not is_canonical(new_batches, start_offset):
+        return tuple(combine(state_batches, new_batches, start_offset))
+    if not old:
+        return tuple(new_batches)
+    new_first = new_batches[0]
+    tail = old[-1]
+    if new_first.first_offset > tail.last_offset:  # everything new lies beyond the state: append
+        if (
+            tail.last_offset + 1 == new_first.first_offset
+            and tail.delivery_state == new_first.delivery_state
+            and tail.delivery_count == new_first.delivery_count
+        ):
+            joined = StateBatch(tail.first_offset, new_first.last_offset, tail.delivery_state, tail.delivery_count)
+            return old[:-1] + (joined,) + tuple(new_batches[1:])
+        return old + tuple(new_batches)
+    merged = list(old)
+    for batch in new_batches:
+        first, last, state, count = batch
+        i = bisect.bisect_left(merged, batch)
+        if i > 0 and merged[i - 1].last_offset >= first or i < len(merged) and merged[i].first_offset <= last:
+            return tuple(combine(state_batches, new_batches, start_offset))  # an overlap: priorities decide
+        if i > 0:
+            left = merged[i - 1]
+            if left.last_offset + 1 == first and left.delivery_state == state and left.delivery_count == count:
+                i -= 1
+                first = left.first_offset
+                del merged[i]
+        if i < len(merged):
+            right = merged[i]
+            if last + 1 == right.first_offset and right.delivery_state == state and right.delivery_count == count:
+                last = right.last_offset
+                del merged[i]
+        merged.insert(i, StateBatch(first, last, state, count))
+    return tuple(merged)

@@ -32,8 +32,13 @@ truncated or deleted. Segments are written in order and the previous one is fsyn
 gets bytes, so after a crash only the last segment can end torn. (A flipped bit in the very last record
 of the log cannot be told from a torn write; it is truncated like one, with a warning naming the file.)
 
-Files are only touched from worker threads (`run_in_executor`), except `read_all`, which the
-coordinator calls synchronously while it replays on open.
+Frames are scanned and decoded in bulk by the frame codec (`persister.frame_codec`: the Cython twin
+unless SHAREGROUP_PUREPYTHON=1), a chunk of the file at a time. Files are only touched from worker
+threads (`run_in_executor`), except by `read_all` and `_read_rows`, which the coordinator calls
+synchronously while it replays on open (in a worker thread of its own when it opened the log).
+
+`_enqueue` is `append` without a coroutine for the coordinator's write path: the frames come encoded
+and a callback, not a future, hears the outcome, so a write costs no task and cannot be abandoned.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from typing import Iterator, NamedTuple, Sequence
 import crc32c
 from prometheus_client import CollectorRegistry
 
+from .frame_codec import KeyTable, frame_codec
 from .log_api import CorruptLogError, LogEntry
 from .metrics import metrics_for
 from .records import (
@@ -87,6 +93,9 @@ DEFAULT_SEGMENT_BYTES = 100 * 2**20
 DEFAULT_MAX_PENDING_APPENDS = 16_384
 DEFAULT_MAX_GROUP_BYTES = 8 * 2**20
 _READ_CHUNK_BYTES = 4 * 2**20
+# Decoding reads smaller chunks: a chunk's rows live until it has been replayed, and the fewer
+# containers live at once, the less work the cyclic garbage collector does while recovery allocates.
+_DECODE_CHUNK_BYTES = 256 * 2**10
 _SEGMENT_NAME = re.compile(r"(\d{20})\.log")
 _START_OFFSET_LINE = re.compile(rb"sharegroup-log-start 1 (\d{1,19}) ([0-9a-f]{8})\n")
 
@@ -201,6 +210,48 @@ def _walk_frames(f, limit: int, parse=check_frame, skip: int = 0) -> Iterator[tu
         buf = bytes(view[p:]) + data if p < n else data
 
 
+def _process_frames(f, limit: int, process, why, chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[None]:
+    """Feed the first `limit` bytes of the open file `f` to `process` in chunks of whole frames; a
+    generator that yields (None) after each chunk, so that a consumer can take what `process` made.
+
+    `process(buf, pos)` handles the whole valid frames of `buf` from `pos` on (a bulk codec call) and
+    returns where it stopped: `len(buf)`, or the start of a frame it could not take. Such a frame is
+    either cut off by the chunk (the next chunk carries it on) or bad; `why(buf, pos)` (`check_frame`
+    when `process` checks framing only, else `decode_record`) raises the reason, and _BadFrame is
+    raised at its file position, as `_walk_frames` would.
+    """
+    buf = b""
+    buf_file_pos = 0  # file position of buf[0]
+    read_pos = 0
+    while True:
+        n = len(buf)
+        stop = process(buf, 0) if n else 0
+        yield
+        need = 0
+        if stop < n:
+            try:
+                why(buf, stop)
+            except TornRecordError as exc:
+                if read_pos >= limit:
+                    raise _BadFrame(buf_file_pos + stop, exc) from None
+                if n - stop >= 4:  # read at least the rest of this frame in one go
+                    need = int.from_bytes(buf[stop : stop + 4], "big") + FRAME_HEADER_BYTES - (n - stop)
+            except RecordDecodeError as exc:
+                raise _BadFrame(buf_file_pos + stop, exc) from None
+            else:
+                raise AssertionError(f"the frame codec refused a valid frame at byte {buf_file_pos + stop}")
+        if read_pos >= limit:
+            return
+        data = f.read(min(max(chunk_bytes, need), limit - read_pos))
+        if not data:  # the file is shorter than `limit`: whatever is left is cut off
+            if stop < n:
+                raise _BadFrame(buf_file_pos + stop, TornRecordError("the file ends inside a frame"))
+            return
+        read_pos += len(data)
+        buf_file_pos += stop
+        buf = buf[stop:] + data if stop < n else data
+
+
 def _valid_frames_follow(tail: bytes) -> bool:
     """Whether valid data follows a bad frame at tail[0]: some later position starts a valid frame from
     which valid frames continue to the end of `tail` (the last may be cut off). A torn tail (the prefix
@@ -239,12 +290,20 @@ class _Scanned(NamedTuple):
 
 
 def _scan_segment(path: str, base_offset: int, is_last: bool) -> _Scanned:
+    scan_frames = frame_codec().scan_frames
+    count = 0
+
+    def scan(buf: bytes, pos: int) -> int:
+        nonlocal count
+        checked, stop = scan_frames(buf, pos, len(buf))
+        count += checked
+        return stop
+
     with open(path, "rb") as f:
         file_bytes = os.fstat(f.fileno()).st_size
-        count = 0
         try:
-            for _ in _walk_frames(f, file_bytes):
-                count += 1
+            for _ in _process_frames(f, file_bytes, scan, check_frame):
+                pass
         except _BadFrame as bad:
             if is_last:
                 f.seek(bad.file_pos)
@@ -338,6 +397,47 @@ def _read_entries(segments: list[SegmentInfo], start_offset: int) -> Iterator[Lo
             )
 
 
+def _read_rows(segments: list[SegmentInfo], start_offset: int, keys: KeyTable) -> Iterator[tuple[int, list]]:
+    """The records at or above `start_offset` as decoded rows (persister.frame_codec_pure explains the
+    layout; key ids index `keys.keys`), in batches: yields (offset of the batch's first row, rows).
+    What the coordinator replays on open; records below the start offset in the first segment are
+    only framing-checked, as `_read_entries` does."""
+    codec = frame_codec()
+    scan_frames, decode_frames = codec.scan_frames, codec.decode_frames
+    for segment in segments:
+        if segment.base_offset + segment.record_count <= start_offset:
+            continue
+        offset = segment.base_offset
+        skip = max(0, start_offset - offset)
+        batches: list[tuple[int, list]] = []
+
+        def process(buf: bytes, pos: int) -> int:
+            nonlocal offset, skip
+            if skip:
+                skipped, pos = scan_frames(buf, pos, len(buf), skip)
+                skip -= skipped
+                offset += skipped
+                if skip:
+                    return pos
+            rows, stop = decode_frames(buf, pos, len(buf), keys)
+            if rows:
+                batches.append((offset, rows))
+                offset += len(rows)
+            return stop
+
+        with open(segment.path, "rb") as f:
+            try:
+                for _ in _process_frames(f, segment.size_bytes, process, decode_record, _DECODE_CHUNK_BYTES):
+                    yield from batches
+                    batches.clear()
+            except _BadFrame as bad:
+                raise CorruptLogError(segment.path, offset, f"bad record at byte {bad.file_pos}: {bad.cause}") from None
+        if offset != segment.base_offset + segment.record_count:
+            raise CorruptLogError(
+                segment.path, offset, f"expected {segment.record_count} records, found {offset - segment.base_offset}"
+            )
+
+
 def read_log(log_dir: str | os.PathLike) -> Iterator[LogEntry]:
     """Every record of the state log in `log_dir`, from its start offset, in offset order (read-only).
 
@@ -355,15 +455,42 @@ def read_log(log_dir: str | os.PathLike) -> Iterator[LogEntry]:
 
 
 class _Pending:
-    """One queued append: its frames, its waiter and when it was queued."""
+    """One queued append: its frames, its waiter (a future, or a callback from `_enqueue`) and when it
+    was queued. An append whose future is done was abandoned by its cancelled caller; one with a
+    callback is never abandoned."""
 
-    __slots__ = ("frames", "nbytes", "future", "queued_at")
+    __slots__ = ("frames", "nbytes", "future", "callback", "queued_at")
 
-    def __init__(self, frames: list[bytes], future: asyncio.Future) -> None:
+    def __init__(self, frames: list[bytes], future: asyncio.Future | None, callback=None) -> None:
         self.frames = frames
         self.nbytes = sum(map(len, frames))
         self.future = future
+        self.callback = callback
         self.queued_at = time.perf_counter()
+
+    def resolve(self, first_offset: int) -> None:
+        """Its records are durable from `first_offset` on: answer the waiter."""
+        if self.callback is not None:
+            _call_back(self.callback, first_offset, None)
+        elif not self.future.done():
+            self.future.set_result(list(range(first_offset, first_offset + len(self.frames))))
+
+    def fail(self, error: BaseException) -> None:
+        """Its group failed (nothing of it stays in the log): tell the waiter why."""
+        if self.callback is not None:
+            _call_back(self.callback, None, error)
+        elif not self.future.done():
+            if isinstance(error, asyncio.CancelledError):
+                self.future.cancel()
+            else:
+                self.future.set_exception(error)
+
+
+def _call_back(callback, first_offset: int | None, error: BaseException | None) -> None:
+    try:
+        callback(first_offset, error)
+    except Exception:  # a waiter's bug must not keep the rest of its group waiting
+        _logger.exception("state log: an append callback failed")
 
 
 @dataclasses.dataclass(slots=True)
@@ -562,8 +689,18 @@ class SegmentLog:
         frames = [encode_record(key, record) for key, record in entries]
         if not frames:
             return []
+        if self._pending >= self._max_pending:
+            await self._wait_for_room()
+        future = asyncio.get_running_loop().create_future()
+        self._queue_pending(_Pending(frames, future))
+        return await future
+
+    append.enqueue_equivalent = True  # `_enqueue` does what `append` does (the coordinator checks this)
+
+    async def _wait_for_room(self) -> None:
+        """Wait until the bounded queue has room for one more append (backpressure)."""
         loop = asyncio.get_running_loop()
-        while self._pending >= self._max_pending:  # bounded queue: wait for room
+        while self._pending >= self._max_pending:
             waiter = loop.create_future()
             self._space_waiters.append(waiter)
             try:
@@ -573,12 +710,29 @@ class SegmentLog:
                     self._wake_space_waiter()  # pass the room this waiter was given on
                 raise
             self._check_writable()
-        pending = _Pending(frames, loop.create_future())
+
+    def _enqueue(self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback) -> bool:
+        """`append` without the coroutine, for the share coordinator's write path: queue `frames` (the
+        encoded `entries`, at least one) and call `callback(first_offset, None)` once they are durable,
+        or `callback(None, error)` once their group failed (nothing of it stays in the log). Exactly one
+        call, always later, from the loop; it cannot be cancelled. Returns False, queueing nothing, when
+        the queue is full (await `_wait_for_room()` and try again); raises LogWriteError, queueing
+        nothing, when the log does not accept appends."""
+        if self._closing or self._failure is not None:
+            self._check_writable()
+        if self._pending >= self._max_pending:
+            return False
+        assert frames and len(frames) == len(entries)
+        self._queue_pending(_Pending(frames, None, callback))
+        return True
+
+    def _queue_pending(self, pending: _Pending) -> None:
         self._pending += 1
         self._queue.append(pending)
         if self._writer is None:
-            self._writer = loop.create_task(self._write_groups(), name=f"segment-log-writer {self._dir}")
-        return await pending.future
+            self._writer = asyncio.get_running_loop().create_task(
+                self._write_groups(), name=f"segment-log-writer {self._dir}"
+            )
 
     def _check_writable(self) -> None:
         if self._closing:
@@ -599,7 +753,8 @@ class SegmentLog:
     def _finish(self, pending: _Pending) -> None:
         """An append left the queue (completed, failed or abandoned): make room for a waiting one."""
         self._pending -= 1
-        self._wake_space_waiter()
+        if self._space_waiters:
+            self._wake_space_waiter()
 
     async def _write_groups(self) -> None:
         """The writer task: write and fsync queued appends group by group until the queue is empty."""
@@ -633,21 +788,22 @@ class SegmentLog:
             self._writer = None
             while self._queue:  # only when cancelled: the callers are being cancelled too
                 pending = self._queue.popleft()
-                pending.future.cancel()
+                pending.fail(asyncio.CancelledError())
                 self._finish(pending)
 
     def _take_group(self) -> list[_Pending]:
         group: list[_Pending] = []
         nbytes = 0
-        while self._queue:
-            pending = self._queue[0]
-            if pending.future.done():  # its caller was cancelled while it waited
-                self._queue.popleft()
+        queue, max_group_bytes = self._queue, self._max_group_bytes
+        while queue:
+            pending = queue[0]
+            if pending.future is not None and pending.future.done():  # its caller was cancelled while it waited
+                queue.popleft()
                 self._finish(pending)
                 continue
-            if group and nbytes + pending.nbytes > self._max_group_bytes:
+            if group and nbytes + pending.nbytes > max_group_bytes:
                 break
-            self._queue.popleft()
+            queue.popleft()
             group.append(pending)
             nbytes += pending.nbytes
         return group
@@ -753,20 +909,19 @@ class SegmentLog:
         self._m_group.observe(plan.records)
         self._m_bytes.inc(plan.nbytes)
         now = time.perf_counter()
+        observe = self._m_latency.observe
         for pending, first in zip(group, plan.first_offsets):
-            self._m_latency.observe(now - pending.queued_at)
-            if not pending.future.done():
-                pending.future.set_result(list(range(first, first + len(pending.frames))))
+            observe(now - pending.queued_at)
+            pending.resolve(first)
             self._finish(pending)
 
     def _fail_group(self, group: list[_Pending], error: BaseException, *, count_failure: bool = True) -> None:
         if count_failure:
             self._m_failed.inc()
         for pending in group:
-            if not pending.future.done():
-                failure = LogWriteError(f"state log append failed: {error!r}")
-                failure.__cause__ = error
-                pending.future.set_exception(failure)
+            failure = LogWriteError(f"state log append failed: {error!r}")
+            failure.__cause__ = error
+            pending.fail(failure)
             self._finish(pending)
 
     # -- reading -----------------------------------------------------------------------------------
@@ -777,6 +932,12 @@ class SegmentLog:
         Synchronous file reads (the coordinator replays on open); do not prune while iterating.
         """
         return _read_entries(list(self._segments), self._start_offset)
+
+    def _read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
+        """`read_all` as batches of decoded rows (first offset, rows), for the coordinator's replay on
+        open: the same records, decoded in bulk by the frame codec instead of one LogEntry each, their
+        keys collected in `keys`. Files are read as the iterator advances; do not prune meanwhile."""
+        return _read_rows(list(self._segments), self._start_offset, keys)
 
     # -- pruning -----------------------------------------------------------------------------------
 

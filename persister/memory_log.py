@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Sequence
 
+from .frame_codec import KeyTable, frame_codec
 from .log_api import LogEntry
 from .records import ShareRecord, StateKey, decode_record, encode_record
 
@@ -51,6 +52,27 @@ class MemoryLog:
                 raise failure
         return self.append_now(entries)
 
+    append.enqueue_equivalent = True  # `_enqueue` does what `append` does (the coordinator checks this)
+
+    async def _wait_for_room(self) -> None:  # never needed: a MemoryLog is never full
+        return None
+
+    def _enqueue(self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback) -> bool:
+        """`append` without the coroutine (the share coordinator's write path), for `frames` already
+        encoded from `entries`: asks the failure hook, stores the frames and calls
+        `callback(first_offset, None)`, or `callback(None, failure)`, before returning True (a
+        MemoryLog is never full)."""
+        self._check_open()
+        if self.fail_hook is not None:
+            failure = self.fail_hook(entries)
+            if failure is not None:
+                callback(None, failure)
+                return True
+        first = self.end_offset
+        self._frames.extend(frames)
+        callback(first, None)
+        return True
+
     def append_now(self, entries: Sequence[tuple[StateKey, ShareRecord]]) -> list[int]:
         """Synchronous append that bypasses the failure hook (for test set-up such as seeding)."""
         self._check_open()
@@ -65,6 +87,16 @@ class MemoryLog:
         for i, frame in enumerate(frames):
             key, record, _ = decode_record(frame)
             yield LogEntry(start + i, key, record)
+
+    def _read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
+        """`read_all` as one batch of decoded rows (first offset, rows), for the coordinator's replay;
+        their keys are collected in `keys`."""
+        start, buf = self._start_offset, b"".join(self._frames)
+        rows, stop = frame_codec().decode_frames(buf, 0, len(buf), keys)
+        if stop != len(buf):
+            decode_record(buf, stop)  # raises the reason
+            raise AssertionError(f"the frame codec refused a valid frame at byte {stop}")
+        yield start, rows
 
     async def delete_below(self, offset: int) -> int:
         """Delete the records below `offset` (clamped to the log end); return the new start offset."""

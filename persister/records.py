@@ -35,6 +35,10 @@ __all__ = [
     "check_frame",
     "decode_record",
     "iter_records",
+    "encode_key",
+    "encode_delta_frame",
+    "new_checkpoint",
+    "new_delta",
     "RECORD_TYPE_CHECKPOINT",
     "RECORD_TYPE_DELTA",
     "FORMAT_VERSION",
@@ -109,6 +113,54 @@ class ShareDelta:
 
 ShareRecord = Union[ShareCheckpoint, ShareDelta, None]  # None is a tombstone
 
+# The slot setters of the two frozen dataclasses, for `new_checkpoint` / `new_delta`: the generated
+# __init__ sets each field through object.__setattr__ by name and then normalises the batches, which is
+# most of the cost of a write's replay; these build the same value from parts already normalised.
+_CHECKPOINT_SET = tuple(getattr(ShareCheckpoint, f.name).__set__ for f in dataclasses.fields(ShareCheckpoint))
+_DELTA_SET = tuple(getattr(ShareDelta, f.name).__set__ for f in dataclasses.fields(ShareDelta))
+
+
+def new_checkpoint(
+    checkpoint_epoch: int,
+    state_epoch: int,
+    leader_epoch: int,
+    start_offset: int,
+    delivery_complete_count: int,
+    create_timestamp_ms: int,
+    write_timestamp_ms: int,
+    state_batches: tuple[StateBatch, ...],
+) -> ShareCheckpoint:
+    """`ShareCheckpoint(...)` for `state_batches` that is already a tuple of StateBatch (not checked)."""
+    value = object.__new__(ShareCheckpoint)
+    s0, s1, s2, s3, s4, s5, s6, s7 = _CHECKPOINT_SET
+    s0(value, checkpoint_epoch)
+    s1(value, state_epoch)
+    s2(value, leader_epoch)
+    s3(value, start_offset)
+    s4(value, delivery_complete_count)
+    s5(value, create_timestamp_ms)
+    s6(value, write_timestamp_ms)
+    s7(value, state_batches)
+    return value
+
+
+def new_delta(
+    checkpoint_epoch: int,
+    leader_epoch: int,
+    start_offset: int,
+    delivery_complete_count: int,
+    state_batches: tuple[StateBatch, ...],
+) -> ShareDelta:
+    """`ShareDelta(...)` for `state_batches` that is already a tuple of StateBatch (not checked)."""
+    value = object.__new__(ShareDelta)
+    s0, s1, s2, s3, s4 = _DELTA_SET
+    s0(value, checkpoint_epoch)
+    s1(value, leader_epoch)
+    s2(value, start_offset)
+    s3(value, delivery_complete_count)
+    s4(value, state_batches)
+    return value
+
 
 class RecordDecodeError(ValueError):
     """Bytes that are not a valid record frame: bad length, CRC mismatch, unknown type or version, or a
@@ -141,6 +193,73 @@ def encode_record(key: StateKey, value: ShareRecord) -> bytes:
     length = len(body).to_bytes(4, "big")
     crc = crc32c.crc32c(body, crc32c.crc32c(length))
     return length + crc.to_bytes(4, "big") + body
+
+
+def encode_key(key: StateKey) -> bytes:
+    """The msgpack form of a key ([group_id, topic_id bytes, partition]), checked as `encode_record`
+    checks it; with `encode_delta_frame` it lets a writer encode a key once and reuse it."""
+    group_id, topic_id, partition = key
+    if not isinstance(topic_id, uuid.UUID):
+        raise TypeError(f"topic_id must be a uuid.UUID, not {type(topic_id).__name__}")
+    encoded_key = [group_id, topic_id.bytes, _plain(partition)]
+    try:
+        _check_key(encoded_key)
+    except RecordDecodeError as exc:
+        raise ValueError(f"cannot encode record: {exc}") from None
+    return msgpack.packb(encoded_key, use_bin_type=True)
+
+
+_DELTA_BODY_HEAD = bytes((RECORD_TYPE_DELTA, FORMAT_VERSION, 0x92))  # type, version, [key, value]
+
+
+def encode_delta_frame(encoded_key: bytes, value: ShareDelta, pack=None) -> bytes:
+    """`encode_record(key, value)` for a delta, given `encode_key(key)`: the same bytes, built without
+    the generic checks when every field is a plain int in range (else it defers to the full checks, so
+    it raises exactly when `encode_record` would). `pack` may be a `msgpack.Packer().pack` the caller
+    owns (a Packer is not thread-safe)."""
+    checkpoint_epoch, leader_epoch, start_offset, dcc, batches = (
+        value.checkpoint_epoch,
+        value.leader_epoch,
+        value.start_offset,
+        value.delivery_complete_count,
+        value.state_batches,
+    )
+    if not (
+        type(checkpoint_epoch) is int
+        and type(leader_epoch) is int
+        and type(start_offset) is int
+        and type(dcc) is int
+        and 0 <= checkpoint_epoch <= _INT32[1]
+        and -1 <= leader_epoch <= _INT32[1]
+        and -1 <= start_offset <= _INT64[1]
+        and -1 <= dcc <= _INT32[1]
+    ):
+        return _encode_delta_checked(encoded_key, value)
+    flat: list = []
+    for batch in batches:  # value.state_batches is a tuple of StateBatch (ShareDelta normalises it)
+        first, last, state, count = batch
+        if not (
+            type(first) is int
+            and type(last) is int
+            and type(state) is int
+            and type(count) is int
+            and 0 <= first <= last <= _INT64[1]
+            and _INT8[0] <= state <= _INT8[1]
+            and 0 <= count <= _INT16[1]
+        ):
+            return _encode_delta_checked(encoded_key, value)
+        flat += batch
+    payload = (pack or msgpack.packb)([checkpoint_epoch, leader_epoch, start_offset, dcc, flat])
+    body = _DELTA_BODY_HEAD + encoded_key + payload
+    if len(body) > MAX_FRAME_BYTES:
+        raise ValueError(f"record of {len(body)} bytes exceeds MAX_FRAME_BYTES ({MAX_FRAME_BYTES})")
+    length = len(body).to_bytes(4, "big")
+    return length + crc32c.crc32c(body, crc32c.crc32c(length)).to_bytes(4, "big") + body
+
+
+def _encode_delta_checked(encoded_key: bytes, value: ShareDelta) -> bytes:
+    group_id, topic_bytes, partition = msgpack.unpackb(encoded_key, raw=False)
+    return encode_record(StateKey(group_id, uuid.UUID(bytes=topic_bytes), partition), value)
 
 
 def _encode_value(value: ShareRecord) -> tuple[int, list | None]:
@@ -291,7 +410,27 @@ def _require(condition: bool, what: str) -> None:
         raise RecordDecodeError(what)
 
 
+# Each check first tries one combined condition (what nearly every record meets, evaluated inline:
+# recovery runs these for every record of the log) and only on failure runs the step-by-step version,
+# which raises with the message of the first rule broken. The two must accept exactly the same values.
+
+_I8_MIN, _I8_MAX = _INT8
+_I16_MAX = _INT16[1]
+_I32_MAX = _INT32[1]
+_I64_MIN, _I64_MAX = _INT64
+
+
 def _check_key(encoded_key) -> None:
+    if type(encoded_key) is list and len(encoded_key) == 3:
+        group_id, topic_bytes, partition = encoded_key
+        if (
+            type(group_id) is str
+            and type(topic_bytes) is bytes
+            and len(topic_bytes) == 16
+            and type(partition) is int
+            and 0 <= partition <= _I32_MAX
+        ):
+            return
     _require(type(encoded_key) is list and len(encoded_key) == 3, "a key is [group_id, topic_id, partition]")
     group_id, topic_bytes, partition = encoded_key
     _require(type(group_id) is str, "group_id must be a string")
@@ -300,6 +439,26 @@ def _check_key(encoded_key) -> None:
 
 
 def _check_checkpoint(fields) -> None:
+    if type(fields) is list and len(fields) == 8:
+        checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = fields
+        if (
+            type(checkpoint_epoch) is int
+            and type(state_epoch) is int
+            and type(leader_epoch) is int
+            and type(start_offset) is int
+            and type(dcc) is int
+            and type(create_ms) is int
+            and type(write_ms) is int
+            and 0 <= checkpoint_epoch <= _I32_MAX
+            and 0 <= state_epoch <= _I32_MAX
+            and -1 <= leader_epoch <= _I32_MAX
+            and -1 <= start_offset <= _I64_MAX
+            and -1 <= dcc <= _I32_MAX
+            and _I64_MIN <= create_ms <= _I64_MAX
+            and _I64_MIN <= write_ms <= _I64_MAX
+            and _batches_ok(flat)
+        ):
+            return
     _require(type(fields) is list and len(fields) == 8, "a checkpoint value has 8 fields")
     checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = fields
     _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
@@ -312,6 +471,20 @@ def _check_checkpoint(fields) -> None:
 
 
 def _check_delta(fields) -> None:
+    if type(fields) is list and len(fields) == 5:
+        checkpoint_epoch, leader_epoch, start_offset, dcc, flat = fields
+        if (
+            type(checkpoint_epoch) is int
+            and type(leader_epoch) is int
+            and type(start_offset) is int
+            and type(dcc) is int
+            and 0 <= checkpoint_epoch <= _I32_MAX
+            and -1 <= leader_epoch <= _I32_MAX
+            and -1 <= start_offset <= _I64_MAX
+            and -1 <= dcc <= _I32_MAX
+            and _batches_ok(flat)
+        ):
+            return
     _require(type(fields) is list and len(fields) == 5, "a delta value has 5 fields")
     checkpoint_epoch, leader_epoch, start_offset, dcc, flat = fields
     _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
@@ -321,7 +494,28 @@ def _check_delta(fields) -> None:
     _check_batches(flat)
 
 
+def _batches_ok(flat) -> bool:
+    """Whether `_check_batches(flat)` passes, without building messages."""
+    if type(flat) is not list or len(flat) % 4:
+        return False
+    it = iter(flat)
+    for first, last, state, count in zip(it, it, it, it):
+        if not (
+            type(first) is int
+            and type(last) is int
+            and type(state) is int
+            and type(count) is int
+            and 0 <= first <= last <= _I64_MAX
+            and _I8_MIN <= state <= _I8_MAX
+            and 0 <= count <= _I16_MAX
+        ):
+            return False
+    return True
+
+
 def _check_batches(flat) -> None:
+    if _batches_ok(flat):
+        return
     _require(type(flat) is list and len(flat) % 4 == 0, "state batches are a flat int array of 4-tuples")
     for i in range(0, len(flat), 4):
         first, last, state, count = flat[i : i + 4]

@@ -21,6 +21,7 @@ __all__ = [
     "check_start_offset",
     "check_delivery_complete_count",
     "check_state_batches",
+    "fast_state_batches",
     "PERSISTED_DELIVERY_STATES",
     "DELIVERY_COUNT_MAX",
 ]
@@ -105,3 +106,28 @@ def check_state_batches(batches: Iterable) -> list[StateBatch]:
             raise _invalid(f"A delivery count is in 0..{DELIVERY_COUNT_MAX}, not {count!r}.")
         checked.append(StateBatch(int(first), int(last), int(state), int(count)))
     return checked
+
+
+def fast_state_batches(batches) -> tuple[StateBatch, ...]:
+    """`check_state_batches` for the common shape (a list or tuple of StateBatch of plain ints), checked
+    in one pass without copying each batch; anything else goes through `check_state_batches`, so the
+    errors are the same. Returns a tuple (the caller's list may change after the call)."""
+    kind = type(batches)
+    if kind is list or kind is tuple:
+        for batch in batches:
+            if type(batch) is not StateBatch:
+                break
+            first, last, state, count = batch
+            if not (
+                type(first) is int
+                and type(last) is int
+                and type(state) is int
+                and type(count) is int
+                and 0 <= first <= last <= INT64_MAX
+                and state in PERSISTED_DELIVERY_STATES
+                and 0 <= count <= DELIVERY_COUNT_MAX
+            ):
+                break
+        else:
+            return batches if kind is tuple else tuple(batches)
+    return tuple(check_state_batches(batches))

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from persister import combine
+from persister.combiner import is_canonical, merge_canonical
 from sharegroup.types import StateBatch
 
 AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
@@ -148,3 +149,42 @@ def test_idempotent_and_incremental(so_far, new, start_offset):
     once = combine(so_far, new, start_offset)
     assert combine(once, [], start_offset) == once
     assert combine(combine(so_far, [], start_offset), new, start_offset) == once
+
+
+# -- the fast paths for canonical state ------------------------------------------------------------
+
+# Runs that often touch, abut or overlap a canonical state, as writes do.
+near_batches = st.lists(
+    st.tuples(st.integers(0, 60), st.integers(0, 6), st.sampled_from([0, 2, 4]), st.integers(0, 3)).map(
+        lambda t: StateBatch(t[0], t[0] + t[1], t[2], t[3])
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(near_batches, near_batches, st.one_of(st.just(-1), st.integers(0, 70)), st.booleans())
+def test_merge_canonical_is_combine_for_a_canonical_state(state, new, start_offset, canonical_new):
+    state = tuple(combine((), state, -1))  # any canonical state (its own start does not matter)
+    if canonical_new:
+        new = combine((), new, start_offset)  # what a coordinator's delta holds: the fast path
+    merged = merge_canonical(state, new, start_offset)
+    assert type(merged) is tuple and all(type(b) is StateBatch for b in merged)
+    assert list(merged) == combine(state, new, start_offset) == model(state, new, start_offset)
+
+
+@settings(max_examples=400, deadline=None)
+@given(near_batches, st.one_of(st.just(-1), st.integers(0, 70)))
+def test_is_canonical_means_combine_would_change_nothing(batches, start_offset):
+    assert is_canonical(batches, start_offset) == (combine((), batches, start_offset) == list(batches))
+    assert is_canonical(combine((), batches, start_offset), start_offset)
+    assert is_canonical(combine((), batches, -1))
+
+
+def test_is_canonical_wants_state_batches_of_plain_ints():
+    assert is_canonical([StateBatch(0, 1, 2, 1)])
+    assert not is_canonical([(0, 1, 2, 1)])  # a plain tuple: combine would return a StateBatch
+    assert not is_canonical([StateBatch(0, 1, True, 1)])
+    assert not is_canonical([StateBatch(0, 1, 2, 1), StateBatch(2, 3, 2, 1)])  # touching, equal: coalesce
+    assert is_canonical([StateBatch(0, 1, 2, 1), StateBatch(2, 3, 2, 2)])
+    assert not is_canonical([StateBatch(5, 6, 2, 1)], 6)  # below the start offset: prune
