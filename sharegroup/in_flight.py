@@ -310,7 +310,7 @@ class InFlightTracker:
             raise ShareError(Errors.INVALID_REQUEST, f"batch size {batch_size} is negative")
         first_base = fetched[0][0]
         if 0 <= fetch_offset < first_base:
-            self._archive_available(max(fetch_offset, self._spso), first_base - 1)
+            self._archive(max(fetch_offset, self._spso), first_base - 1, AVAILABLE)
         m = self._member(member_id)
         deadline = now_ms + self._lock_ms
         runs: list[list[int]] = []  # [first, last, dc] ascending, merged when contiguous and equal
@@ -468,8 +468,13 @@ class InFlightTracker:
             self._speo = slast + 1
         return acquired
 
-    def _archive_available(self, a: int, b: int) -> int:
-        """Archive AVAILABLE records not awaiting a write in [a, b] (compaction, log start moves)."""
+    def _archive(self, a: int, b: int, from_state: int, pending_too: bool = False) -> int:
+        """Archive the records in [a, b] whose state is `from_state`; returns how many.
+
+        Records awaiting a write are left alone unless `pending_too`: a log start move archives them
+        too and takes them out of their transition, since the log no longer has them and no rollback
+        may bring them back. Used for compaction, log start moves and aborted transactions.
+        """
         if b < a:
             return 0
         n = 0
@@ -479,18 +484,21 @@ class InFlightTracker:
                 break
             lo, hi = max(e.first, a), min(e.last, b)
             if e.ostate is None:
-                if e.state != AVAILABLE or e.flags:
+                if e.state != from_state or (e.flags and not pending_too):
                     continue
                 if lo == e.first and hi == e.last:
                     e.state = ARCHIVED
+                    e.flags = 0
                     e.member = 0
                     n += hi - lo + 1
                     continue
                 e.explode()
+            ostate, oflags, omember = e.ostate, e.oflags, e.omember
             for k in range(lo - e.first, hi - e.first + 1):
-                if e.ostate[k] == AVAILABLE and not e.oflags[k]:
-                    e.ostate[k] = ARCHIVED
-                    e.omember[k] = 0
+                if ostate[k] == from_state and (pending_too or not oflags[k]):
+                    ostate[k] = ARCHIVED
+                    oflags[k] = 0
+                    omember[k] = 0
                     n += 1
         return n
 
@@ -530,7 +538,7 @@ class InFlightTracker:
                         _add_acq(new_runs, pos, c0 - 1, dc, False)
                     lo, hi = max(c0, pos), min(c1, last)
                     if lo <= hi:
-                        self._archive_acquired(lo, hi)
+                        self._archive(lo, hi, ACQUIRED)
                     pos = hi + 1
                     if c1 <= last:
                         cj += 1
@@ -538,23 +546,6 @@ class InFlightTracker:
                     _add_acq(new_runs, pos, last, dc, False)
                     pos = last + 1
         runs[:] = new_runs
-
-    def _archive_acquired(self, a: int, b: int) -> None:
-        for i in range(self._index_from(a), len(self._entries)):
-            e = self._entries[i]
-            if e.first > b:
-                break
-            lo, hi = max(e.first, a), min(e.last, b)
-            if e.ostate is None:
-                if lo == e.first and hi == e.last:
-                    e.state = ARCHIVED
-                    e.member = 0
-                    continue
-                e.explode()
-            for k in range(lo - e.first, hi - e.first + 1):
-                if e.ostate[k] == ACQUIRED:
-                    e.ostate[k] = ARCHIVED
-                    e.omember[k] = 0
 
     # ------------------------------------------------------------------ acknowledgement
 
@@ -820,34 +811,11 @@ class InFlightTracker:
         lso = int(log_start_offset)
         if lso <= self._spso:
             return
-        self._archive_available_lso(self._spso, lso - 1)
+        self._archive(self._spso, lso - 1, AVAILABLE, pending_too=True)
         self._spso = lso
         if self._speo < lso:
             self._speo = lso
         self._advance()
-
-    def _archive_available_lso(self, a: int, b: int) -> None:
-        # Like _archive_available, but a record awaiting a RELEASE write is archived too and leaves
-        # its transition: the log no longer has it, so no rollback may bring it back.
-        for i in range(self._index_from(a), len(self._entries)):
-            e = self._entries[i]
-            if e.first > b:
-                break
-            lo, hi = max(e.first, a), min(e.last, b)
-            if e.ostate is None:
-                if e.state != AVAILABLE:
-                    continue
-                if lo == e.first and hi == e.last:
-                    e.state = ARCHIVED
-                    e.flags = 0
-                    e.member = 0
-                    continue
-                e.explode()
-            for k in range(lo - e.first, hi - e.first + 1):
-                if e.ostate[k] == AVAILABLE:
-                    e.ostate[k] = ARCHIVED
-                    e.oflags[k] = 0
-                    e.omember[k] = 0
 
     # ------------------------------------------------------------------ SPSO advance
 
