@@ -128,9 +128,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     if args.walkthrough:
-        from .walkthrough import main as walkthrough_main
+        import asyncio
 
-        return walkthrough_main()
+        from persister import InMemoryPersister  # the edge picks the implementation
+
+        from .clock import ManualClock
+        from .walkthrough import walkthrough
+
+        clock = ManualClock(0)
+        asyncio.run(walkthrough(InMemoryPersister(clock=clock), clock))
+        return 0
     import asyncio
 
     from persister import CorruptLogError, LogLockedError
