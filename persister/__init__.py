@@ -8,6 +8,7 @@ the durable `SegmentLog` (SPEC §3.2, §5). Depends on layer 0 only.
 
 from .combiner import combine
 from .coordinator import ShareCoordinator
+from .coordinator_persister import CoordinatorPersister
 from .in_memory import InMemoryPersister, WriteRequest
 from .local import LocalPersister
 from .log import LogLockedError, LogWriteError, SegmentInfo, SegmentLog, read_log
@@ -27,6 +28,7 @@ from .records import (
 from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem
 
 __all__ = [
+    "CoordinatorPersister",
     "CorruptLogError",
     "DeleteItem",
     "InMemoryPersister",

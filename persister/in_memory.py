@@ -17,6 +17,7 @@ from sharegroup.errors import Errors, ShareError
 from sharegroup.types import PartitionState, StateBatch, StateSummary
 
 from .coordinator import ShareCoordinator
+from .coordinator_persister import CoordinatorPersister
 from .memory_log import MemoryLog
 from .records import ShareRecord, StateKey
 
@@ -63,7 +64,7 @@ class _Failures:
         return self.error
 
 
-class InMemoryPersister:
+class InMemoryPersister(CoordinatorPersister):
     """A Persister backed by a ShareCoordinator over a MemoryLog (no disk), with test controls.
 
     Controls: `seed` writes a checkpoint directly; `state_of` shows the durable state (completed
@@ -101,15 +102,14 @@ class InMemoryPersister:
         self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int, start_offset: int
     ) -> None:
         _raise_if(self._initialize_failures.take(), "initialize")
-        await self.coordinator.initialize_state(
-            group_id, topic_id, partition, state_epoch=state_epoch, start_offset=start_offset
-        )
+        await super().initialize_state(group_id, topic_id, partition, state_epoch=state_epoch,
+                                       start_offset=start_offset)
 
     async def read_state(
         self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
     ) -> PartitionState:
         _raise_if(self._read_failures.take(), "read")
-        return await self.coordinator.read_state(group_id, topic_id, partition, leader_epoch=leader_epoch)
+        return await super().read_state(group_id, topic_id, partition, leader_epoch=leader_epoch)
 
     async def write_state(
         self,
@@ -142,7 +142,7 @@ class InMemoryPersister:
             await waiter
         token = _injected_write_error.set(error)
         try:
-            await self.coordinator.write_state(
+            await super().write_state(
                 group_id,
                 topic_id,
                 partition,
@@ -157,13 +157,13 @@ class InMemoryPersister:
 
     async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         _raise_if(self._delete_failures.take(), "delete")
-        await self.coordinator.delete_state(group_id, topic_id, partition)
+        await super().delete_state(group_id, topic_id, partition)
 
     async def read_summary(
         self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
     ) -> StateSummary:
         _raise_if(self._read_failures.take(), "read")
-        return await self.coordinator.read_summary(group_id, topic_id, partition, leader_epoch=leader_epoch)
+        return await super().read_summary(group_id, topic_id, partition, leader_epoch=leader_epoch)
 
     async def close(self) -> None:
         """Close the coordinator and its log; later calls fail with COORDINATOR_NOT_AVAILABLE."""
@@ -196,20 +196,6 @@ class InMemoryPersister:
             leader_epoch=leader_epoch,
             delivery_complete_count=delivery_complete_count,
         )
-
-    def state_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> PartitionState | None:
-        """The durable state of one share-partition (completed writes only), or None when it has none."""
-        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
-        if state is None:
-            return None
-        return PartitionState(state.state_epoch, state.start_offset, list(state.state_batches))
-
-    def summary_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> StateSummary | None:
-        """Like `state_of`, the summary fields (epochs, start offset, delivery complete count)."""
-        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
-        if state is None:
-            return None
-        return StateSummary(state.state_epoch, state.leader_epoch, state.start_offset, state.delivery_complete_count)
 
     @property
     def writes(self) -> list[WriteRequest]:

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
-from typing import Sequence
 
 from sharegroup.clock import Clock, SystemClock
-from sharegroup.types import PartitionState, StateBatch, StateSummary
 
 from .coordinator import ShareCoordinator
+from .coordinator_persister import CoordinatorPersister
 from .log import SegmentLog
 from .metrics import metrics_for
-from .records import StateKey
 
 __all__ = ["LocalPersister"]
 
 
-class LocalPersister:
+class LocalPersister(CoordinatorPersister):
     """A Persister whose state is durable in `log_dir`; build it with `await LocalPersister.open(...)`.
 
     Every call is answered by the embedded `coordinator` and only after its record is fsync'd (with the
@@ -80,51 +77,6 @@ class LocalPersister:
     def closed(self) -> bool:
         return self.coordinator.closed
 
-    # -- the Persister protocol --------------------------------------------------------------------
-
-    async def initialize_state(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int, start_offset: int
-    ) -> None:
-        await self.coordinator.initialize_state(
-            group_id, topic_id, partition, state_epoch=state_epoch, start_offset=start_offset
-        )
-
-    async def read_state(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
-    ) -> PartitionState:
-        return await self.coordinator.read_state(group_id, topic_id, partition, leader_epoch=leader_epoch)
-
-    async def write_state(
-        self,
-        group_id: str,
-        topic_id: uuid.UUID,
-        partition: int,
-        *,
-        state_epoch: int,
-        leader_epoch: int,
-        start_offset: int,
-        state_batches: Sequence[StateBatch],
-        delivery_complete_count: int = -1,
-    ) -> None:
-        await self.coordinator.write_state(
-            group_id,
-            topic_id,
-            partition,
-            state_epoch=state_epoch,
-            leader_epoch=leader_epoch,
-            start_offset=start_offset,
-            state_batches=state_batches,
-            delivery_complete_count=delivery_complete_count,
-        )
-
-    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
-        await self.coordinator.delete_state(group_id, topic_id, partition)
-
-    async def read_summary(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
-    ) -> StateSummary:
-        return await self.coordinator.read_summary(group_id, topic_id, partition, leader_epoch=leader_epoch)
-
     # -- maintenance -------------------------------------------------------------------------------
 
     async def prune(self) -> int:
@@ -138,19 +90,3 @@ class LocalPersister:
     async def close(self) -> None:
         """Let writes in flight finish, then close the coordinator and the log (releasing the directory)."""
         await self.coordinator.close()
-
-    # -- inspection --------------------------------------------------------------------------------
-
-    def state_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> PartitionState | None:
-        """The durable state of one share-partition (completed writes only), or None when it has none."""
-        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
-        if state is None:
-            return None
-        return PartitionState(state.state_epoch, state.start_offset, list(state.state_batches))
-
-    def summary_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> StateSummary | None:
-        """Like `state_of`, the summary fields (epochs, start offset, delivery complete count)."""
-        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
-        if state is None:
-            return None
-        return StateSummary(state.state_epoch, state.leader_epoch, state.start_offset, state.delivery_complete_count)

@@ -15,7 +15,7 @@ import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["REGISTRY", "PersisterMetrics", "metrics_for"]
+__all__ = ["REGISTRY", "PerRegistry", "PersisterMetrics", "metrics_for"]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -85,15 +85,28 @@ class PersisterMetrics:
         )
 
 
-_by_registry: "weakref.WeakKeyDictionary[CollectorRegistry, PersisterMetrics]" = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+class PerRegistry:
+    """Builds a metrics object once per CollectorRegistry and hands back the same one after, so two
+    logs (or two leaders) in one process never register a metric name twice."""
+
+    def __init__(self, factory, default_registry: CollectorRegistry) -> None:
+        self._factory = factory
+        self._default = default_registry
+        self._by_registry: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def __call__(self, registry: CollectorRegistry | None = None):
+        registry = self._default if registry is None else registry
+        with self._lock:
+            metrics = self._by_registry.get(registry)
+            if metrics is None:
+                metrics = self._by_registry[registry] = self._factory(registry)
+            return metrics
+
+
+_metrics_for = PerRegistry(PersisterMetrics, REGISTRY)
 
 
 def metrics_for(registry: CollectorRegistry | None = None) -> PersisterMetrics:
     """The persister's metrics in `registry` (default: this module's REGISTRY), created on first use."""
-    registry = REGISTRY if registry is None else registry
-    with _lock:
-        metrics = _by_registry.get(registry)
-        if metrics is None:
-            metrics = _by_registry[registry] = PersisterMetrics(registry)
-        return metrics
+    return _metrics_for(registry)

@@ -12,10 +12,11 @@ partition) it describes. `serve_metrics` exposes one registry over HTTP on the l
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from persister.metrics import PerRegistry  # an edge may use the persister's helpers
 
 from .types import AcknowledgeType, AcknowledgementBatch, AcquiredRecords
 
@@ -89,18 +90,12 @@ class LeaderMetrics:
         )
 
 
-_by_registry: "weakref.WeakKeyDictionary[CollectorRegistry, LeaderMetrics]" = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+_metrics_for = PerRegistry(LeaderMetrics, REGISTRY)
 
 
 def metrics_for(registry: CollectorRegistry | None = None) -> LeaderMetrics:
     """The leader's metrics in `registry` (default: this module's REGISTRY), created on first use."""
-    registry = REGISTRY if registry is None else registry
-    with _lock:
-        metrics = _by_registry.get(registry)
-        if metrics is None:
-            metrics = _by_registry[registry] = LeaderMetrics(registry)
-        return metrics
+    return _metrics_for(registry)
 
 
 class SharePartitionMetrics:

@@ -1,0 +1,84 @@
+"""`CoordinatorPersister`: the Persister protocol answered by an embedded ShareCoordinator.
+
+LocalPersister (over a SegmentLog) and InMemoryPersister (over a MemoryLog) are this class; they differ
+only in the log below and, for the test double, the controls on top.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Sequence
+
+from sharegroup.types import PartitionState, StateBatch, StateSummary
+
+from .coordinator import ShareCoordinator
+from .records import StateKey
+
+__all__ = ["CoordinatorPersister"]
+
+
+class CoordinatorPersister:
+    """Every Persister call goes to `self.coordinator`, which holds all the rules."""
+
+    coordinator: ShareCoordinator
+
+    # -- the Persister protocol --------------------------------------------------------------------
+
+    async def initialize_state(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int, start_offset: int
+    ) -> None:
+        await self.coordinator.initialize_state(
+            group_id, topic_id, partition, state_epoch=state_epoch, start_offset=start_offset
+        )
+
+    async def read_state(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
+    ) -> PartitionState:
+        return await self.coordinator.read_state(group_id, topic_id, partition, leader_epoch=leader_epoch)
+
+    async def write_state(
+        self,
+        group_id: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        *,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        state_batches: Sequence[StateBatch],
+        delivery_complete_count: int = -1,
+    ) -> None:
+        await self.coordinator.write_state(
+            group_id,
+            topic_id,
+            partition,
+            state_epoch=state_epoch,
+            leader_epoch=leader_epoch,
+            start_offset=start_offset,
+            state_batches=state_batches,
+            delivery_complete_count=delivery_complete_count,
+        )
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        await self.coordinator.delete_state(group_id, topic_id, partition)
+
+    async def read_summary(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
+    ) -> StateSummary:
+        return await self.coordinator.read_summary(group_id, topic_id, partition, leader_epoch=leader_epoch)
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def state_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> PartitionState | None:
+        """The durable state of one share-partition (completed writes only), or None when it has none."""
+        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
+        if state is None:
+            return None
+        return PartitionState(state.state_epoch, state.start_offset, list(state.state_batches))
+
+    def summary_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> StateSummary | None:
+        """Like `state_of`, the summary fields (epochs, start offset, delivery complete count)."""
+        state = self.coordinator.state(StateKey(group_id, topic_id, partition))
+        if state is None:
+            return None
+        return StateSummary(state.state_epoch, state.leader_epoch, state.start_offset, state.delivery_complete_count)
