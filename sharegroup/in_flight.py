@@ -267,8 +267,8 @@ class InFlightTracker:
                 if _terminal(e.state):
                     n += e.last - max(e.first, start) + 1
             else:
-                seg = e.ostate[max(start - e.first, 0):]
-                n += seg.count(ACKNOWLEDGED) + seg.count(ARCHIVED)
+                k = max(start - e.first, 0)  # count in place: slicing would copy the entry's states
+                n += e.ostate.count(ACKNOWLEDGED, k) + e.ostate.count(ARCHIVED, k)
         return n
 
     # ------------------------------------------------------------------ acquisition
@@ -891,7 +891,7 @@ class InFlightTracker:
         assert 0 <= self._spso <= self._speo, (self._spso, self._speo)
         assert len(self._entries) == len(self._firsts)
         prev_last = -1
-        flagged: set[int] = set()
+        flagged = False
         heap_min: dict[int, int] = {}
         for d, f in self._heap:
             if d < heap_min.get(f, 1 << 62):
@@ -902,9 +902,8 @@ class InFlightTracker:
             assert e.first > prev_last, "entries overlap or are unsorted"
             prev_last = e.last
             n = e.last - e.first + 1
-            recs = []
             if e.ostate is None:
-                recs = [(e.first + k, e.state, e.flags, e.dc, e.member, e.deadline) for k in (0,)]
+                recs = [(e.first, e.state, e.flags, e.dc, e.member, e.deadline)]
             else:
                 assert len(e.ostate) == len(e.oflags) == len(e.odc) == len(e.omember) == len(e.odeadline) == n
                 recs = [(e.first + k, e.ostate[k], e.oflags[k], e.odc[k], e.omember[k], e.odeadline[k])
@@ -917,13 +916,12 @@ class InFlightTracker:
                     assert heap_min.get(e.first, 1 << 62) <= dl, f"acquired offset {off} has no lock timer"
                 else:
                     assert mem == 0, (off, s, mem)
-                if fl:
-                    flagged.add(off if e.ostate is not None else -e.first - 1)
+                flagged = flagged or bool(fl)
                 if s == AVAILABLE:
                     assert off >= self._spso, f"offset {off} below the SPSO is AVAILABLE"
             if e.last < self._spso:
                 assert not _entry_done(e) or idx > 0, "a done entry below the SPSO should have been dropped"
-        # Every flagged record belongs to a pending transition.
+        # Pending transitions name real members and well-formed ranges; flagged records imply one.
         for m, ranges in self._transitions.values():
             assert 0 < m < len(self._member_names)
             for a, b in ranges:
