@@ -6,7 +6,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LAYER0 = {"types", "errors", "config", "clock", "persistence"}
+LAYER0 = {"types", "errors", "config", "clock", "persistence", "logs"}
 LAYER1 = {"in_flight", "tracker"}
 
 
