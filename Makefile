@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-native test-pure build bench clean
+.PHONY: demo test test-native test-pure typecheck bench-smoke build bench clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,15 @@ test-native: build
 test-pure: build
 	SHAREGROUP_PUREPYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
-test: test-native test-pure
+# The twins' static contract (tests/typecheck_contracts.py): mypy fails when a twin drifts from its Protocol.
+typecheck: build
+	$(PY) -m mypy
+
+# Every benchmark once, with small sizes and timing off, so the benchmarks cannot rot.
+bench-smoke: build
+	SHAREGROUP_BENCH_SMOKE=1 $(PY) -m pytest -q -p no:cacheprovider bench --benchmark-disable
+
+test: typecheck test-native test-pure bench-smoke
 
 bench: build
 	$(PY) -m pytest -q -p no:cacheprovider bench --benchmark-enable --benchmark-columns=min,median,mean,ops --benchmark-sort=name
