@@ -8,7 +8,6 @@ expiry is one-phase: states change at once and a failed write is logged and coun
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 import uuid
@@ -103,7 +102,6 @@ class SharePartition:
         )
         self._status = SharePartitionStatus.EMPTY
         self._state_epoch = 0
-        self._init_future: asyncio.Future | None = None
         self.expiry_write_failures = 0
 
     # ------------------------------------------------------------------ state
@@ -156,30 +154,31 @@ class SharePartition:
     # ------------------------------------------------------------------ initialization
 
     async def initialize(self) -> None:
-        """Read durable state and build the window (SPEC §4.7); one read however many callers wait."""
-        if self._status is SharePartitionStatus.ACTIVE:
+        """Read durable state and build the window (SPEC §4.7).
+
+        As Kafka's `initializedOrThrowException`: an ACTIVE share-partition returns at once; one that is
+        INITIALIZING (another caller's read is in flight) or FENCED raises LEADER_NOT_AVAILABLE and stays
+        as it is, so the caller answers the fetch with a retriable code and tries again later. A FENCED
+        share-partition never reads again: a newer leader owns the state (the error that fenced it was
+        reported as NOT_LEADER_OR_FOLLOWER). EMPTY and FAILED ones read the state (again).
+        """
+        status = self._status
+        if status is SharePartitionStatus.ACTIVE:
             return
-        if self._status is SharePartitionStatus.FENCED:
-            raise ShareError(Errors.NOT_LEADER_OR_FOLLOWER, "share-partition leader is fenced")
-        if self._init_future is not None:
-            await asyncio.shield(self._init_future)
-            return
+        if status is SharePartitionStatus.INITIALIZING or status is SharePartitionStatus.FENCED:
+            raise ShareError(Errors.LEADER_NOT_AVAILABLE, f"share-partition is {status.value}")
         self._status = SharePartitionStatus.INITIALIZING
-        self._init_future = asyncio.get_running_loop().create_future()
         try:
             await self._do_initialize()
         except BaseException as exc:
             if self._status is not SharePartitionStatus.FENCED:
                 self._status = SharePartitionStatus.FAILED
-            if not isinstance(exc, ShareError):
-                exc = ShareError(Errors.UNKNOWN_SERVER_ERROR, f"initialization failed: {exc!r}")
-            self._init_future.set_exception(exc)
-            self._init_future.exception()  # mark retrieved: waiters re-raise it themselves
-            self._init_future = None
-            raise exc from None
+            if isinstance(exc, ShareError):
+                raise
+            if isinstance(exc, Exception):
+                raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"initialization failed: {exc!r}") from exc
+            raise
         self._status = SharePartitionStatus.ACTIVE
-        self._init_future.set_result(None)
-        self._init_future = None
 
     async def _do_initialize(self) -> None:
         try:

@@ -233,22 +233,84 @@ def test_initialize_of_an_uninitialized_key_fails():
     run(main())
 
 
-def test_concurrent_initialize_issues_one_read():
+def test_initialize_while_initializing_is_leader_not_available():
+    """Kafka's initializedOrThrowException: a second caller while the read is in flight gets the
+    retriable LEADER_NOT_AVAILABLE at once; only one read reaches the persister."""
+
     async def main():
         p = InMemoryPersister()
         p.seed(GROUP, TOPIC, 0, state_epoch=0, start_offset=7, state_batches=[])
+        reads = []
+        gate = asyncio.Event()
+        original = p.read_state
+
+        async def gated(*a, **kw):
+            reads.append(a)
+            await gate.wait()
+            return await original(*a, **kw)
+
+        p.read_state = gated
+        sp = make(p, ManualClock(0))
+        first = asyncio.ensure_future(sp.initialize())
+        await asyncio.sleep(0)
+        assert sp.status == SharePartitionStatus.INITIALIZING
+        with pytest.raises(ShareError) as info:
+            await sp.initialize()
+        assert info.value.error == Errors.LEADER_NOT_AVAILABLE
+        assert sp.status == SharePartitionStatus.INITIALIZING
+        gate.set()
+        await first
+        assert (len(reads), sp.status, sp.start_offset) == (1, SharePartitionStatus.ACTIVE, 7)
+        await sp.initialize()  # ACTIVE: returns without reading again
+        assert len(reads) == 1
+
+    run(main())
+
+
+@pytest.mark.parametrize("fencing", [Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH])
+def test_initialize_of_a_fenced_share_partition_is_leader_not_available(fencing):
+    """The fencing read reports NOT_LEADER_OR_FOLLOWER; every later initialize() answers
+    LEADER_NOT_AVAILABLE without reading, and the share-partition stays FENCED."""
+
+    async def main():
+        p = InMemoryPersister()
+        p.seed(GROUP, TOPIC, 0, state_epoch=0, start_offset=0, state_batches=[])
+        p.fail_next_reads(1, fencing)
+        sp = make(p, ManualClock(0))
+        with pytest.raises(ShareError) as info:
+            await sp.initialize()
+        assert info.value.error == Errors.NOT_LEADER_OR_FOLLOWER
         reads = []
         original = p.read_state
 
         async def counting(*a, **kw):
             reads.append(a)
-            await asyncio.sleep(0)
             return await original(*a, **kw)
 
         p.read_state = counting
-        sp = make(p, ManualClock(0))
-        await asyncio.gather(sp.initialize(), sp.initialize(), sp.initialize())
-        assert len(reads) == 1 and sp.start_offset == 7
+        for _ in range(2):
+            with pytest.raises(ShareError) as info:
+                await sp.initialize()
+            assert info.value.error == Errors.LEADER_NOT_AVAILABLE
+            assert sp.status == SharePartitionStatus.FENCED
+        assert reads == []
+
+    run(main())
+
+
+def test_initialize_after_a_fencing_write_is_leader_not_available():
+    async def main():
+        p, sp, clock = await active()
+        sp.acquire("a", [FB(0, 9)])
+        newer = make(p, clock, leader_epoch=1)
+        await newer.initialize()
+        with pytest.raises(ShareError) as info:
+            await sp.acknowledge("a", [Ack(0, 9, (ACCEPT,))])
+        assert info.value.error == Errors.NOT_LEADER_OR_FOLLOWER
+        with pytest.raises(ShareError) as info:
+            await sp.initialize()
+        assert info.value.error == Errors.LEADER_NOT_AVAILABLE
+        assert sp.status == SharePartitionStatus.FENCED
 
     run(main())
 
