@@ -286,20 +286,20 @@ class SharePartition:
         await self._persist_pending(pending, "write released records")
 
     async def _persist_pending(self, pending: TrackerWrite, what: str) -> None:
-        tid = pending.transition_id
-        if tid == 0:
+        transition_id = pending.transition_id
+        if transition_id == 0:
             return
         try:
             await self._write(pending)
         except ShareError as exc:
-            self._tracker.complete(tid, False, self._clock.now_ms())
+            self._tracker.complete(transition_id, False, self._clock.now_ms())
             raise self._persister_failure(exc, what) from None
         except BaseException as exc:  # cancelled or broken persister: the write may not have landed
-            self._tracker.complete(tid, False, self._clock.now_ms())
+            self._tracker.complete(transition_id, False, self._clock.now_ms())
             if isinstance(exc, Exception):
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"{what}: {exc!r}") from exc
             raise
-        self._tracker.complete(tid, True, self._clock.now_ms())
+        self._tracker.complete(transition_id, True, self._clock.now_ms())
 
     async def _write(self, pending: TrackerWrite) -> None:
         """Write `pending`'s runs plus the unwritten expiry runs that still describe the current state.
