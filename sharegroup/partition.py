@@ -346,9 +346,11 @@ class SharePartition:
         if pending.state_batches or retry:
             try:
                 await self._write(pending)
-            except Exception as exc:  # one-phase by design: the states stay, the runs are kept
+            except BaseException as exc:  # one-phase by design: the states stay, the runs are kept
                 self.expiry_write_failures += 1
                 self._unwritten.add(pending.state_batches)
+                if not isinstance(exc, Exception):
+                    raise  # cancelled: the runs are kept all the same
                 if isinstance(exc, ShareError):
                     self._persister_failure(exc, "write expired locks")
                 log.warning("share-partition %s:%s:%d: expired-lock write failed (%d runs kept for the next "

@@ -580,6 +580,27 @@ def test_carried_expiry_runs_never_overwrite_a_newer_state():
     run(main())
 
 
+def test_a_cancelled_expiry_write_keeps_its_runs():
+    async def main():
+        p, sp, clock = await active()
+        sp.acquire("a", [FB(0, 9)])
+        clock.advance(LOCK_MS)
+        p.pause_writes()
+        task = asyncio.ensure_future(sp.expire_locks())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        p.resume_writes()
+        assert sp.unwritten_expiry_runs == [SB(0, 9, 0, 1)]
+        assert await sp.expire_locks() == 0
+        assert durable(p) == PartitionState(0, 0, [SB(0, 9, 0, 1)])
+        assert sp.unwritten_expiry_runs == []
+        check(sp)
+
+    run(main())
+
+
 def test_unwritten_expiry_runs_that_no_longer_match_are_not_sent_but_kept_until_covered():
     async def main():
         p, sp, clock = await active(config=LIMIT2)
