@@ -6,7 +6,8 @@ transition), the write goes to the persister, and the outcome commits or rolls t
 expiry is one-phase: states change at once and a failed write is logged and counted, never undone;
 its runs are kept and carried by the next write of the share-partition (or retried by the next
 `expire_locks`) until one succeeds, so a record archived at the delivery limit by expiry always
-becomes durable (Kafka forgets a failed expiry write; we do not).
+becomes durable (Kafka forgets a failed expiry write; we do not). A rollback that finds a lock
+expired meanwhile is such an unwritten expiry too.
 """
 
 from __future__ import annotations
@@ -292,14 +293,33 @@ class SharePartition:
         try:
             await self._write(pending)
         except ShareError as exc:
-            self._tracker.complete(transition_id, False, self._clock.now_ms())
+            self._roll_back(pending)
             raise self._persister_failure(exc, what) from None
         except BaseException as exc:  # cancelled or broken persister: the write may not have landed
-            self._tracker.complete(transition_id, False, self._clock.now_ms())
+            self._roll_back(pending)
             if isinstance(exc, Exception):
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"{what}: {exc!r}") from exc
             raise
         self._tracker.complete(transition_id, True, self._clock.now_ms())
+
+    def _roll_back(self, pending: TrackerWrite) -> None:
+        """Undo a failed two-phase write. A record whose lock expired while the write was pending comes
+        back AVAILABLE (or ARCHIVED at the delivery limit) rather than ACQUIRED: that is a lock expiry
+        nobody wrote, so its runs join the unwritten expiry runs (carried by the next write).
+        O(offsets of the failed write)."""
+        self._tracker.complete(pending.transition_id, False, self._clock.now_ms())
+        expired: list[StateBatch] = []
+        start_offset = self._tracker.start_offset
+        for batch in pending.state_batches:
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                view = self._tracker.record_state(offset)
+                if view is None:
+                    if offset < start_offset:  # archived at the limit and already passed by the SPSO
+                        expired.append(StateBatch(offset, offset, int(RecordState.ARCHIVED), batch.delivery_count))
+                elif view.state is not RecordState.ACQUIRED:
+                    expired.append(StateBatch(offset, offset, int(view.state), view.delivery_count))
+        if expired:
+            self._unwritten.add(_coalesce(expired))
 
     async def _write(self, pending: TrackerWrite) -> None:
         """Write `pending`'s runs plus the unwritten expiry runs that still describe the current state.
@@ -453,6 +473,17 @@ class _UnwrittenRuns:
         for p in self._pieces:
             assert p[0] <= p[1] and 1 <= p[4] <= self.sequence, p
             assert p[2] in (RecordState.AVAILABLE, RecordState.ARCHIVED), p
+
+
+def _coalesce(runs: list[StateBatch]) -> list[StateBatch]:
+    """Sorted single-offset runs as maximal runs of equal (state, count)."""
+    out: list[StateBatch] = []
+    for run in runs:
+        if out and out[-1].last_offset + 1 == run.first_offset and out[-1][2:] == run[2:]:
+            out[-1] = out[-1]._replace(last_offset=run.last_offset)
+        else:
+            out.append(run)
+    return out
 
 
 def _minus(first: int, last: int, ranges: Sequence[Sequence[int]], state: int, count: int) -> list[StateBatch]:

@@ -407,6 +407,38 @@ def test_rollback_of_records_whose_lock_expired_meanwhile():
             await task
         assert sp.record_state(0) == RecordView(RecordState.AVAILABLE, 1, "")
         assert sp.next_fetch_offset() == 0
+        # That expiry was never written: it is kept and written by the next timer tick.
+        assert sp.unwritten_expiry_runs == [SB(0, 9, 0, 1)]
+        assert await sp.expire_locks() == 0
+        assert durable(p) == PartitionState(0, 0, [SB(0, 9, 0, 1)])
+        check(sp)
+
+    run(main())
+
+
+def test_a_record_archived_at_the_limit_by_a_rollback_becomes_durable():
+    async def main():
+        p, sp, clock = await active(config=LIMIT2)
+        sp.acquire("a", [FB(0, 4)])
+        await sp.acknowledge("a", [Ack(0, 4, (RELEASE,))])
+        assert sp.acquire("b", [FB(0, 4)]) == [Acq(0, 4, 2)]  # b's lock ends at 30 s
+        clock.advance(10_000)
+        assert sp.acquire("c", [FB(5, 9)]) == [Acq(5, 9, 1)]  # c's at 40 s
+        p.pause_writes()
+        p.fail_next_writes(1)
+        task = asyncio.ensure_future(sp.acknowledge("b", [Ack(0, 4, (ACCEPT,))]))
+        await asyncio.sleep(0)
+        clock.advance(20_000)
+        p.resume_writes()
+        with pytest.raises(ShareError):
+            await task
+        # Rolled back with the lock expired at the delivery limit: archived, and the SPSO passed them.
+        assert (sp.start_offset, sp.record_state(0)) == (5, None)
+        assert durable(p) == PartitionState(0, 0, [SB(0, 4, 0, 1)])
+        assert sp.unwritten_expiry_runs == [SB(0, 4, 4, 2)]
+        assert await sp.expire_locks() == 0  # no lock due: the unwritten expiry is written
+        assert durable(p) == PartitionState(0, 5, [])
+        assert sp.unwritten_expiry_runs == []
         check(sp)
 
     run(main())
