@@ -1,5 +1,5 @@
 """The demo (`sharegroup demo`): small runs whose summary must add up, agree with the leaders and with
-the durable state replayed from disk; the topic log, the simulated time, the metrics endpoint, the data
+the durable state replayed from disk; the simulated time, the metrics endpoint, the data
 directory rules and the audit wiring (the audit's own tests cover Spark)."""
 
 from __future__ import annotations
@@ -25,15 +25,12 @@ from sharegroup.demo import (
     ConsumerBehaviour,
     DemoError,
     Outcome,
-    Phase,
-    TopicLog,
-    VirtualTime,
     check_durable_state,
     run_demo,
 )
-from sharegroup.errors import Errors, ShareError
+from sharegroup.simulation import Phase, VirtualTime
 from sharegroup.metrics import SharePartitionMetrics, metrics_for, serve_metrics
-from sharegroup.types import AcknowledgementBatch, AcquiredRecords, FetchedBatch
+from sharegroup.types import AcknowledgementBatch, AcquiredRecords, RecordState, StateBatch
 
 from .conftest import run
 
@@ -58,41 +55,6 @@ def counts(summary):
         "produced", "producer_batches", "poison_records", "malformed_records", "deliveries", "redeliveries",
         "accepted", "released", "rejected", "lock_expired", "released_on_leave", "archived_delivery_limit",
         "archived_lock_expiry", "crashes", "polls", "in_flight", "durable_writes", "simulated_seconds")}
-
-
-# -- the topic log ---------------------------------------------------------------------------------------
-
-
-def test_topic_log_fetches_whole_batches_from_the_one_holding_the_offset():
-    log = TopicLog()
-    assert (log.log_start_offset, log.log_end_offset) == (0, 0) and log.fetch(0) == []
-    assert log.append(5, 100) == FetchedBatch(0, 4, -1)
-    log.append(3, 100, producer_id=7)
-    log.append(10, 250)
-    assert log.log_end_offset == 18 and log.batch_count == 3
-    assert log.fetch(2, max_records=1) == [FetchedBatch(0, 4, -1)]
-    assert log.fetch(2, max_records=4) == [FetchedBatch(0, 4, -1), FetchedBatch(5, 7, 7)]
-    assert log.fetch(6) == [FetchedBatch(5, 7, 7), FetchedBatch(8, 17, -1)]
-    assert log.fetch(18) == []
-    with pytest.raises(ShareError) as info:
-        log.fetch(19)
-    assert info.value.error is Errors.OFFSET_OUT_OF_RANGE
-    assert log.offset_for("earliest") == 0 and log.offset_for("latest") == 18
-    assert [log.offset_for(ts) for ts in (0, 100, 101, 250, 251)] == [0, 0, 8, 8, 18]
-    with pytest.raises(ValueError):
-        log.append(1, 99)  # timestamps never go back
-    with pytest.raises(ValueError):
-        log.append(0, 300)
-    with pytest.raises(ValueError):
-        log.offset_for("yesterday")
-
-
-def test_topic_log_with_a_later_log_start():
-    log = TopicLog(40)
-    log.append(2, 0)
-    assert log.fetch(40) == [FetchedBatch(40, 41, -1)] and log.offset_for("earliest") == 40
-    with pytest.raises(ShareError):
-        log.fetch(39)
 
 
 # -- simulated time ----------------------------------------------------------------------------------------
@@ -188,30 +150,99 @@ def test_small_demo_adds_up_and_agrees_with_the_leaders(tmp_path):
     assert "100%" in progress.getvalue() and "\r" not in progress.getvalue()  # not a terminal: plain lines
 
 
-def test_no_acknowledged_write_is_lost(tmp_path):
-    """Reopen the state log (the persister's own recovery) and compare every offset with the leader."""
-    s = demo(tmp_path, records=2_000, duration_s=30.0, fsync=True)
+ARCHIVED_OUTCOMES = (Outcome.REJECTED, Outcome.DELIVERY_LIMIT, Outcome.LOCK_EXPIRY)
 
-    async def durable_states():
-        p = await LocalPersister.open(tmp_path / "data", fsync=False)
+
+def record_state(start_offset, state_batches, offset):
+    """One offset as a share-partition state says: "accepted" / "archived" for terminal runs, "done" below
+    the start offset (terminal, which one is no longer recorded), else (delivery state, delivery count);
+    an offset no run covers is AVAILABLE and never delivered."""
+    if offset < start_offset:
+        return "done"
+    for first, last, state, count in state_batches:
+        if first <= offset <= last:
+            if state == RecordState.ACKNOWLEDGED:
+                return "accepted"
+            if state == RecordState.ARCHIVED:
+                return "archived"
+            return (state, count)
+    return (RecordState.AVAILABLE, 0)
+
+
+def lost_writes(summary, durable_states):
+    """Every produced offset whose durable state disagrees with its leader or with the ledger: a
+    record the leader completed must be complete durably (as accepted when the ledger says accepted, as
+    archived when it was archived), and a record still in flight must have the leader's state and
+    delivery count. Returns (disagreements, offsets checked)."""
+    disagreements = []
+    checked = 0
+    for partition, leader in sorted(summary.leader_states.items()):
+        durable = durable_states[partition]
+        durable_start, durable_batches = (0, []) if durable is None else (durable.start_offset, durable.state_batches)
+        outcomes = summary.outcomes[partition]
+        assert len(outcomes) == leader.log_end_offset  # the ledger knows every produced record
+        for offset in range(leader.log_end_offset):
+            checked += 1
+            held = record_state(leader.start_offset, leader.state_batches, offset)
+            stored = record_state(durable_start, durable_batches, offset)
+            outcome = outcomes[offset]
+            if outcome == Outcome.IN_FLIGHT:
+                ok = stored == held and isinstance(held, tuple)
+            else:
+                ok = held in ("done", "accepted", "archived") and (
+                    stored == "done"
+                    or (stored == "accepted" and outcome == Outcome.ACCEPTED)
+                    or (stored == "archived" and outcome in ARCHIVED_OUTCOMES))
+            if not ok:
+                disagreements.append((partition, offset, Outcome(outcome).name, held, stored))
+    return disagreements, checked
+
+
+def durable_states_of(data_dir, summary):
+    """Reopen the state log (the persister's own recovery: scan and replay) and read every partition."""
+    async def read():
+        persister = await LocalPersister.open(data_dir, fsync=False)
         try:
-            return {part: p.state_of(s.group_id, s.topic_id, part) for part in s.leader_states}
+            return {p: persister.state_of(summary.group_id, summary.topic_id, p) for p in summary.leader_states}
         finally:
-            await p.close()
+            await persister.close()
 
-    for part, durable in run(durable_states()).items():
-        leader = s.leader_states[part]
-        assert durable is not None and durable.start_offset <= leader.start_offset
-        by_offset = {}
-        for b in durable.state_batches:
-            for o in range(b.first_offset, b.last_offset + 1):
-                by_offset[o] = (b.delivery_state, b.delivery_count)
-        # Below the leader's start offset every record is done, durably (or below the durable start).
-        for o in range(durable.start_offset, leader.start_offset):
-            assert by_offset[o][0] in (2, 4), (part, o)
-            expected = 2 if s.outcomes[part][o] == Outcome.ACCEPTED else 4
-            assert by_offset[o][0] == expected, (part, o)
-    assert s.fsyncs > 0 and s.writes_per_fsync > 0
+    return run(read())
+
+
+@pytest.mark.parametrize("records, duration_s", [(2_000, 30.0), (50_000, 0.05)], ids=["complete", "cut-short"])
+def test_no_acknowledged_write_is_lost(tmp_path, records, duration_s):
+    """Every record ever produced has, durably, what its leader acknowledged: complete runs end with
+    every record durably done; runs cut short also keep the delivery counts of the records in flight."""
+    s = demo(tmp_path, records=records, duration_s=duration_s, fsync=True)
+    assert s.stopped_early == (duration_s < 1) and s.fsyncs > 0 and s.writes_per_fsync > 0
+    disagreements, checked = lost_writes(s, durable_states_of(tmp_path / "data", s))
+    assert disagreements == [] and checked == s.produced
+    if s.stopped_early:  # the cut-short run really compares states and delivery counts in flight
+        assert s.in_flight > 0
+    else:
+        assert s.in_flight == 0
+
+
+def test_a_lost_write_is_noticed_offset_by_offset(tmp_path):
+    s = demo(tmp_path, records=600, partitions=2)
+    durable = durable_states_of(tmp_path / "data", s)
+    assert lost_writes(s, durable) == ([], 600)
+    # As if the last writes of partition 1 were lost: its durable start offset is 7 records back.
+    start = durable[1].start_offset
+    assert start == s.leader_states[1].log_end_offset
+    durable[1] = durable[1]._replace(start_offset=start - 7, state_batches=[])
+    disagreements, _checked = lost_writes(s, durable)
+    assert [(p, o) for p, o, *_rest in disagreements] == [(1, o) for o in range(start - 7, start)]
+    assert {d[4] for d in disagreements} == {(RecordState.AVAILABLE, 0)}
+    # A record the ledger says was accepted, durably archived, is a disagreement too.
+    offset = s.outcomes[0].index(Outcome.ACCEPTED)
+    durable = durable_states_of(tmp_path / "data", s)
+    durable[0] = durable[0]._replace(start_offset=offset,
+                                     state_batches=[StateBatch(offset, s.leader_states[0].log_end_offset - 1,
+                                                               RecordState.ARCHIVED, 1)])
+    disagreements, _checked = lost_writes(s, durable)
+    assert (0, offset, "ACCEPTED", "done", "archived") in disagreements
 
 
 def test_the_same_seed_gives_the_same_run(tmp_path):
@@ -370,6 +401,24 @@ def test_a_fresh_run_wipes_the_previous_demo_log_and_keep_adds_to_it(tmp_path):
     assert fresh.exit_code == 0
     assert run(check_durable_state(data, first.group_id, first.topic_id, first.leader_states))  # wiped
     assert (data / "notes.txt").read_text() == "mine"  # only the state log's files are deleted
+
+
+def test_a_state_log_open_elsewhere_is_not_wiped(tmp_path):
+    first = demo(tmp_path, records=300)
+    data = tmp_path / "data"
+
+    async def try_while_open():
+        persister = await LocalPersister.open(data, fsync=False)  # holds the directory lock
+        try:
+            with pytest.raises(DemoError, match="open in another process"):
+                await run_demo(data_dir=data, records=100, audit=False, fsync=False, print_fn=lambda line: None,
+                               progress=False)
+        finally:
+            await persister.close()
+
+    run(try_while_open())
+    assert run(check_durable_state(data, first.group_id, first.topic_id, first.leader_states)) == []  # intact
+    assert demo(tmp_path, records=100).exit_code == 0  # closed: wiped and written afresh
 
 
 def test_a_state_log_the_demo_did_not_write_is_never_wiped(tmp_path):
