@@ -183,6 +183,24 @@ class Ledger:
     def poison_offsets(self, partition: int) -> list[int]:
         return [offset for offset, kind in enumerate(self.kinds[partition]) if kind == RecordKind.POISON]
 
+    def _check(self) -> None:
+        """Every invariant of the ledger, O(records): kinds and outcomes for every produced record, held
+        records still in flight, and the summary's per-record counts equal to the tallies of outcomes."""
+        summary = self.summary
+        tally = dict.fromkeys(Outcome, 0)
+        for partition, outcomes in enumerate(self.outcomes):
+            assert len(outcomes) == len(self.kinds[partition]), partition
+            for outcome in Outcome:
+                tally[outcome] += outcomes.count(outcome)
+            for held in self._held[partition]:
+                for first, last, _count in held.records:
+                    assert all(outcomes[o] == Outcome.IN_FLIGHT for o in range(first, last + 1)), (partition, held)
+        assert sum(tally.values()) == summary.produced, (tally, summary.produced)
+        assert tally[Outcome.ACCEPTED] == summary.accepted, (tally, summary.accepted)
+        assert tally[Outcome.REJECTED] == summary.rejected, (tally, summary.rejected)
+        assert tally[Outcome.DELIVERY_LIMIT] == summary.archived_delivery_limit, tally
+        assert tally[Outcome.LOCK_EXPIRY] == summary.archived_lock_expiry, tally
+
     def _settle(self, partition: int, first: int, last: int, outcome: Outcome) -> None:
         outcomes = self.outcomes[partition]
         for offset in range(first, last + 1):

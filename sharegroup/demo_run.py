@@ -193,6 +193,7 @@ class DemoRun:
         """The ledger must agree with the leaders: nothing acquired any more, and per partition the
         records not yet delivery-complete are exactly those the leader has not completed."""
         summary = self.summary
+        self.ledger._check()
         for partition in range(self.partitions):
             leader = self.leaders.get(partition)
             log_end_offset = self.logs.log_end_offset(self.topic_id, partition)

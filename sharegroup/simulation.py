@@ -144,6 +144,14 @@ class VirtualTime:
                 self._waiting_tasks -= 1
         self._maybe_settled()
 
+    def _check(self) -> None:
+        """Every task counted once: live tasks are the spawned ones not finished, and the waiting ones
+        are exactly those with a pending wake-up."""
+        assert 0 <= self._waiting_tasks <= self._live_tasks, (self._waiting_tasks, self._live_tasks)
+        assert len(self._ranks) == self._live_tasks, (len(self._ranks), self._live_tasks)
+        pending = sum(1 for wake_up in self._wake_ups if not wake_up[4].done())
+        assert pending == self._waiting_tasks, (pending, self._waiting_tasks)
+
     async def cancel_all(self) -> None:
         """Cancel every task still running and wait for them to finish."""
         tasks = [t for t in self._ranks if not t.done()]

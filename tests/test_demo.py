@@ -1,10 +1,9 @@
 """The demo (`sharegroup demo`): small runs whose summary must add up, agree with the leaders and with
-the durable state replayed from disk; the simulated time, the metrics endpoint, the data
-directory rules and the audit wiring (the audit's own tests cover Spark)."""
+the durable state replayed from disk (for every record); the metrics endpoint, the data directory rules
+and the audit wiring (the audit's own tests cover Spark)."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import socket
 import sys
@@ -18,7 +17,6 @@ from prometheus_client import CollectorRegistry
 
 from persister import LocalPersister
 from persister.log import segment_file_name
-from sharegroup.clock import ManualClock
 from sharegroup.demo import (
     DATA_DIR_MARKER,
     RECORDS_PER_CHECKPOINT,
@@ -28,7 +26,6 @@ from sharegroup.demo import (
     check_durable_state,
     run_demo,
 )
-from sharegroup.simulation import Phase, VirtualTime
 from sharegroup.metrics import SharePartitionMetrics, metrics_for, serve_metrics
 from sharegroup.types import AcknowledgementBatch, AcquiredRecords, RecordState, StateBatch
 
@@ -55,61 +52,6 @@ def counts(summary):
         "produced", "producer_batches", "poison_records", "malformed_records", "deliveries", "redeliveries",
         "accepted", "released", "rejected", "lock_expired", "released_on_leave", "archived_delivery_limit",
         "archived_lock_expiry", "crashes", "polls", "in_flight", "durable_writes", "simulated_seconds")}
-
-
-# -- simulated time ----------------------------------------------------------------------------------------
-
-
-def test_virtual_time_wakes_by_time_then_phase_then_rank_and_waits_for_real_awaits():
-    async def main():
-        clock = ManualClock(1_000)
-        vt = VirtualTime(clock, tick_ms=10)
-        seen = []
-
-        async def worker(name, plan):
-            for delay, phase, io in plan:
-                await vt.sleep(delay, phase)
-                if io:  # a real await (a write): time must not move meanwhile
-                    before = clock.now_ms()
-                    await asyncio.sleep(0.001)
-                    assert clock.now_ms() == before
-                seen.append((clock.now_ms() - 1_000, phase.name, name))
-
-        vt.spawn(worker("b", [(5, Phase.ACQUIRE, False), (0, Phase.IO, True)]), rank=2, name="b")
-        vt.spawn(worker("a", [(10, Phase.ACQUIRE, False), (30, Phase.IO, True)]), rank=1, name="a")
-        vt.spawn(worker("p", [(10, Phase.PRODUCE, False)]), rank=3, name="p")
-        await vt.run(lambda: None)
-        return seen, vt.elapsed_ms
-
-    seen, elapsed = run(main())
-    # 5 ms rounds up to the 10 ms tick. At 10 ms the PRODUCE phase runs first, then ACQUIRE in rank order
-    # (a before b); b's zero sleep then asks for the IO phase of the same instant, which runs next.
-    assert seen == [(10, "PRODUCE", "p"), (10, "ACQUIRE", "a"), (10, "ACQUIRE", "b"), (10, "IO", "b"),
-                    (40, "IO", "a")]
-    assert elapsed == 40
-
-
-def test_virtual_time_raises_what_a_task_raised():
-    async def main():
-        vt = VirtualTime(ManualClock(0))
-
-        async def boom():
-            await vt.sleep(10)
-            raise RuntimeError("boom")
-
-        async def forever():
-            while True:
-                await vt.sleep(1_000)
-
-        vt.spawn(boom(), rank=0, name="boom")
-        vt.spawn(forever(), rank=1, name="forever")
-        try:
-            await vt.run(lambda: None)
-        finally:
-            await vt.cancel_all()
-
-    with pytest.raises(RuntimeError, match="boom"):
-        run(main())
 
 
 # -- a whole run ---------------------------------------------------------------------------------------------
