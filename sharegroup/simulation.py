@@ -10,9 +10,10 @@ It depends on nothing but the clock (layer 0), so any layer's tests may use it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import heapq
-from typing import Callable, Coroutine
+from typing import Callable, Coroutine, Iterator
 
 from .clock import ManualClock
 
@@ -90,23 +91,45 @@ class VirtualTime:
 
     async def sleep_until(self, wake_ms: int, phase: Phase = Phase.IO) -> None:
         """Wait until the clock reads `wake_ms` (rounded up to the tick), then wake in `phase`."""
+        future = self._wake_up_at(wake_ms, phase)
+        try:
+            await future
+        finally:
+            self._stop_waiting(future)
+
+    @contextlib.contextmanager
+    def waiting_elsewhere(self, until_ms: int, phase: Phase = Phase.IO) -> Iterator[None]:
+        """Count the current task as waiting while it awaits, inside this block, something that only
+        simulated events complete: another task's action, or a timer armed with the clock's `call_at`
+        for `until_ms` or earlier (a long-polling fetch waits so). Time moves on as if the task slept
+        until `until_ms`; a timer due by then fires when the clock gets there, and the task runs again.
+        Awaiting anything else inside the block (real I/O) would let time move during it: don't."""
+        future = self._wake_up_at(until_ms, phase)
+        try:
+            yield
+        finally:
+            self._stop_waiting(future)
+
+    def _wake_up_at(self, wake_ms: int, phase: Phase) -> asyncio.Future:
+        """Queue a wake-up for the current task and count it as waiting (it awaits next, or is inside
+        `waiting_elsewhere`)."""
         now = self.clock.now_ms()
         ticks = -(-(max(wake_ms, now) - self._origin_ms) // self._tick_ms)
         wake_ms = max(now, self._origin_ms + ticks * self._tick_ms)
         rank = self._ranks.get(asyncio.current_task())
         if rank is None:
-            raise RuntimeError("VirtualTime.sleep is only for tasks started with VirtualTime.spawn")
+            raise RuntimeError("VirtualTime waits are only for tasks started with VirtualTime.spawn")
         future = asyncio.get_running_loop().create_future()
         self._sleeps += 1
         heapq.heappush(self._wake_ups, (wake_ms, int(phase), rank, self._sleeps, future))
         self._waiting_tasks += 1
         self._maybe_settled()
-        try:
-            await future
-        finally:
-            if not future.done():  # cancelled while asleep: it no longer waits
-                future.cancel()
-                self._waiting_tasks -= 1
+        return future
+
+    def _stop_waiting(self, future: asyncio.Future) -> None:
+        if not future.done():  # woken by something else (or cancelled) before its time: no longer waits
+            future.cancel()
+            self._waiting_tasks -= 1
 
     def _maybe_settled(self) -> None:
         if self._waiting_tasks >= self._live_tasks:

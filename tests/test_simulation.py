@@ -80,3 +80,51 @@ def test_only_spawned_tasks_may_sleep_and_the_tick_is_validated():
     for bad in (0, -5, 2.5, True):
         with pytest.raises(ValueError):
             VirtualTime(ManualClock(0), tick_ms=bad)
+
+
+class TimerClock(ManualClock):
+    """A ManualClock that completes futures when `advance` reaches their time (as a clock timer would)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.timers: list[tuple[int, asyncio.Future]] = []
+
+    def advance(self, ms: int) -> int:
+        now = super().advance(ms)
+        for due, future in [t for t in self.timers if t[0] <= now]:
+            self.timers.remove((due, future))
+            future.set_result(f"timer at {due}")
+        return now
+
+
+def test_a_task_waiting_elsewhere_counts_as_waiting_until_woken_or_its_time_comes():
+    async def main():
+        clock = TimerClock()
+        vt = VirtualTime(clock, tick_ms=10)
+        loop = asyncio.get_running_loop()
+        parked = loop.create_future()
+        seen = []
+
+        async def fetcher():
+            with vt.waiting_elsewhere(500, Phase.ACQUIRE):  # parked until the producer wakes it (at 30)
+                outcome = await parked
+            seen.append((clock.now_ms(), outcome))
+            timed = loop.create_future()
+            clock.timers.append((200, timed))
+            with vt.waiting_elsewhere(200):  # nobody wakes it early: time goes to its deadline
+                outcome = await timed
+            seen.append((clock.now_ms(), outcome))
+
+        async def producer():
+            await vt.sleep(30, Phase.PRODUCE)
+            parked.set_result("woken")
+
+        vt.spawn(fetcher(), rank=1, name="fetcher")
+        vt.spawn(producer(), rank=0, name="producer")
+        await vt.run(vt._check)
+        vt._check()
+        return seen, vt.elapsed_ms
+
+    seen, elapsed = run(main())
+    # Woken at 30 by the producer, not at its deadline of 500; then its timer fired when time reached 200.
+    assert seen == [(30, "woken"), (200, "timer at 200")] and elapsed == 200
