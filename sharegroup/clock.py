@@ -74,8 +74,8 @@ class ManualClock:
 
     @property
     def pending_timers(self) -> int:
-        """Timers armed and not yet fired (cancelled ones count until their time passes)."""
-        return len(self._timers)
+        """Timers armed, not yet fired and not cancelled."""
+        return sum(1 for _when, _seq, timer in self._timers if timer._callback is not None)
 
     def _fire_due(self) -> None:
         timers = self._timers

@@ -37,13 +37,14 @@ class WaitOutcome(enum.Enum):
 class FetchWaiter:
     """One parked fetch: the partitions it watches, its deadline and the future its fetch awaits."""
 
-    __slots__ = ("group_id", "keys", "deadline_ms", "future")
+    __slots__ = ("group_id", "keys", "deadline_ms", "future", "pending")
 
     def __init__(self, group_id: str, keys: Sequence[LogKey], deadline_ms: int, future: asyncio.Future) -> None:
         self.group_id = group_id
         self.keys = keys
         self.deadline_ms = deadline_ms
         self.future = future
+        self.pending = True  # parked: not yet woken, expired, closed or cancelled
 
 
 class DelayedFetchPurgatory:
@@ -108,7 +109,7 @@ class DelayedFetchPurgatory:
     def close(self) -> int:
         """Answer every parked fetch with CLOSED and disarm the timer; returns how many there were."""
         waiters = {w for bucket in self._watchers.values() for w in bucket}
-        waiters.update(w for _d, _s, w in self._deadlines if not w.future.done())
+        waiters.update(w for _d, _s, w in self._deadlines if w.pending)
         for waiter in waiters:
             self._complete(waiter, WaitOutcome.CLOSED)
         self._deadlines.clear()
@@ -118,9 +119,10 @@ class DelayedFetchPurgatory:
         return len(waiters)
 
     def _complete(self, waiter: FetchWaiter, outcome: WaitOutcome | None) -> None:
-        future = waiter.future
-        if future.done() and not waiter.keys:
+        if not waiter.pending:
             return
+        waiter.pending = False
+        self._live -= 1
         watchers = self._watchers
         for key in waiter.keys:
             bucket = watchers.get(key)
@@ -129,8 +131,8 @@ class DelayedFetchPurgatory:
                 if not bucket:
                     del watchers[key]
         waiter.keys = ()
-        if not future.done():
-            self._live -= 1
+        future = waiter.future
+        if not future.done():  # a cancelled fetch cancelled its future already
             if outcome is not None:
                 future.set_result(outcome)
             else:
@@ -140,7 +142,7 @@ class DelayedFetchPurgatory:
 
     def _arm(self) -> None:
         heap = self._deadlines
-        while heap and heap[0][2].future.done():
+        while heap and not heap[0][2].pending:
             heapq.heappop(heap)
         if not heap:
             return
@@ -159,7 +161,7 @@ class DelayedFetchPurgatory:
         expired = 0
         while heap and heap[0][0] <= now:
             waiter = heapq.heappop(heap)[2]
-            if not waiter.future.done():
+            if waiter.pending:
                 self._complete(waiter, WaitOutcome.EXPIRED)
                 expired += 1
         if expired:
@@ -169,13 +171,13 @@ class DelayedFetchPurgatory:
         self._arm()
 
     def _compact(self) -> None:
-        self._deadlines = [item for item in self._deadlines if not item[2].future.done()]
+        self._deadlines = [item for item in self._deadlines if item[2].pending]
         heapq.heapify(self._deadlines)
 
     def _check(self) -> None:
         live = {w for bucket in self._watchers.values() for w in bucket}
-        assert all(not w.future.done() for w in live)
-        pending = {w for _d, _s, w in self._deadlines if not w.future.done()}
+        assert all(w.pending and not w.future.done() for w in live)
+        pending = {w for _d, _s, w in self._deadlines if w.pending}
         assert live <= pending, "every watched waiter has a deadline"
         assert len(pending) == self._live, (len(pending), self._live)
         if pending:
