@@ -116,3 +116,9 @@ async def until(condition, what: str = "condition", steps: int = 2000) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError(f"{what} did not happen within {steps} event-loop turns")
+
+
+async def answer(task: asyncio.Future, what: str = "the request to be answered", steps: int = 2000):
+    """The result of a request task that must complete without time moving further (bounded turns)."""
+    await until(task.done, what, steps)
+    return task.result()

@@ -24,6 +24,7 @@ from .manager_harness import (
     acquired,
     fetch_request,
     listed,
+    answer,
     until,
 )
 
@@ -191,14 +192,14 @@ def test_min_bytes_holds_the_fetch_until_enough_bytes_or_max_wait():
             await until(lambda: mgr.waiting_fetch_count == 1)
             assert not task.done() and mgr.share_partition(GROUP, T1, 0).end_offset == 0  # nothing acquired yet
             h.append(T1, 0, 5)  # 333 bytes
-            r = await task
+            r = await answer(task)
             assert acquired(r, T1, 0) == [(0, 14, 1)]
             task = asyncio.ensure_future(mgr.share_fetch(fetch_request("m1", 2, min_bytes=300, max_wait_ms=5000)))
             await until(lambda: mgr.waiting_fetch_count == 1)
             h.append(T1, 0, 1)
             await until(lambda: mgr.waiting_fetch_count == 1)
             h.clock.advance(5000)  # MaxWaitMs: take what there is
-            r = await task
+            r = await answer(task)
             assert acquired(r, T1, 0) == [(15, 15, 1)]
 
     run(main())

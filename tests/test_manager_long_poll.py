@@ -21,6 +21,7 @@ from .manager_harness import (
     ack_request,
     acquired,
     fetch_request,
+    answer,
     until,
 )
 
@@ -60,7 +61,7 @@ def test_a_waiting_fetch_is_woken_by_an_append_on_its_partition_only():
             await until(lambda: mgr.waiting_fetch_count == 1)
             assert not task.done()
             h.append(T1, 0, 2)
-            r = await task
+            r = await answer(task)
             assert acquired(r, T1, 0) == [(0, 1, 1)] and mgr.waiting_fetch_count == 0
             mgr._check()
 
@@ -80,7 +81,7 @@ def test_max_wait_ms_timeout_answers_an_empty_response_exactly_at_the_deadline()
             await asyncio.sleep(0)
             assert not task.done()
             h.clock.advance(1)
-            r = await task
+            r = await answer(task)
             assert (r.error_code, r.responses) == (Errors.NONE, [])
             assert events.expired_fetches == 1 and events.fetch_latencies[-1] == 500
             mgr._check()
@@ -100,7 +101,7 @@ def test_a_waiting_fetch_is_woken_by_another_members_release():
             await until(lambda: mgr.waiting_fetch_count == 1)
             r = await mgr.share_acknowledge(ack_request("m1", 1, [(T1, 0, [(0, 1, RELEASE), (2, 3, ACCEPT)])]))
             assert r.partition(T1, 0).error_code is Errors.NONE
-            r = await task
+            r = await answer(task)
             assert acquired(r, T1, 0) == [(0, 1, 2)]
 
     run(main())
@@ -133,7 +134,7 @@ def test_lock_expiry_wakes_a_waiting_fetch_through_the_timer_service():
             await until(lambda: mgr.waiting_fetch_count == 1)
             assert not task.done()
             h.clock.advance(1)  # the lock timer fires: m1's records become available again
-            r = await task
+            r = await answer(task)
             assert acquired(r, T1, 0) == [(0, 3, 2)]
             assert events.lock_timeouts == [(GROUP, 0, 4)]
             assert mgr.share_partition(GROUP, T1, 0).record_state(0).member_id == "m2"
@@ -185,7 +186,7 @@ def test_member_leave_releases_its_records_keeping_delivery_counts_and_wakes_wai
             await until(lambda: mgr.waiting_fetch_count == 1)
             await mgr.on_member_left(GROUP, "m1")
             assert mgr.sessions.get(GROUP, "m1") is None
-            r = await task
+            r = await answer(task)
             # the delivery count was kept (2 deliveries before); on its last allowed delivery (the group's
             # limit is 3) a record is delivered alone
             assert acquired(r, T1, 0) == [(0, 0, 3)]
@@ -231,7 +232,7 @@ def test_close_answers_waiters_releases_every_acquired_record_and_stops_the_time
         task = asyncio.ensure_future(mgr.share_fetch(fetch_request("m2", 1, max_wait_ms=60_000)))
         await until(lambda: mgr.waiting_fetch_count == 1)
         await mgr.close()
-        r = await task
+        r = await answer(task)
         assert (r.error_code, r.responses) == (Errors.NONE, [])
         sp = mgr.share_partition(GROUP, T1, 0)
         assert sp.record_state(0)[:3] == (RecordState.AVAILABLE, 1, "")

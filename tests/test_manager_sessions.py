@@ -25,6 +25,7 @@ from .manager_harness import (
     acquired,
     fetch_request,
     listed,
+    answer,
     until,
 )
 
@@ -134,7 +135,7 @@ def test_session_limit_waits_max_wait_then_refuses_and_a_leave_frees_a_slot():
             await asyncio.sleep(0)
             assert not task.done()
             h.clock.advance(1)
-            r = await task
+            r = await answer(task)
             assert (r.error_code, r.responses) == (Errors.SHARE_SESSION_LIMIT_REACHED, [])
             assert mgr.sessions.get(GROUP, "m3") is None
             await mgr.on_member_left(GROUP, "m2")
@@ -252,7 +253,7 @@ def test_a_concurrent_request_moving_the_epoch_makes_a_waiting_fetch_answer_an_e
             await until(lambda: mgr.waiting_fetch_count == 1)
             assert (await mgr.share_acknowledge(ack_request("m1", 2, []))).error_code is Errors.NONE
             h.append(T1, 0, 3)
-            r = await task
+            r = await answer(task)
             assert (r.error_code, r.responses) == (Errors.INVALID_SHARE_SESSION_EPOCH, [])
             assert mgr.share_partition(GROUP, T1, 0).record_state(0) is None  # nothing acquired
             r = await mgr.share_fetch(fetch_request("m1", 3))
