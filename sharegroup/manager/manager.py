@@ -62,7 +62,10 @@ class SharePartitionManager:
 
     `coordinator` is anything with `group_config(group_id) -> ShareGroupConfig` (the group coordinator);
     without one every group gets `config.share_group_config()`. Call `await start()` before serving (it
-    starts the lock timer) and `await close()` at the end; `async with` does both.
+    starts the lock timer) and `await close()` at the end; `async with` does both. An embedder that
+    schedules time itself (a simulation on a ManualClock) may skip `start()` and call
+    `await expire_due_locks()` when `lock_timer.next_deadline_ms` falls due: nothing then runs in the
+    background. The topic logs' appends must reach `on_append` (e.g. `logs.subscribe(mgr.on_append)`).
     """
 
     def __init__(
