@@ -2,22 +2,23 @@
 
 Layer 4 (an edge): it wires everything together. Producers append record batches to in-memory topic
 logs of several partitions; one share group of simulated consumers, members of a `GroupCoordinator`,
-acquires records from the `SharePartition` leaders and accepts most of them, releases some (transient
-failures), rejects malformed ones, and keeps failing on "poison" records until those reach the delivery
-count limit and are archived; now and then a consumer crashes, so its acquisition locks expire and its
-records are redelivered to the others. Every share-partition's state is durable in a `LocalPersister`
+talks to a `SharePartitionManager` as consumers talk to a broker: share sessions, ShareFetch (with long
+polling) and ShareAcknowledge. They accept most records, release some (transient failures), reject
+malformed ones, and keep failing on "poison" records until those reach the delivery count limit and
+are archived; now and then a consumer crashes, so its acquisition locks expire and its records are
+redelivered to the others. Every share-partition's state is durable in a `LocalPersister`
 (checksummed, fsync'd segment files with group commit) in `data_dir`. At the end: a summary table, a
 check that the durable state, replayed from disk, equals what every leader holds, and the Spark audit
 of the state log (`sharegroup.audit`).
 
-Time is simulated (`sharegroup.simulation.VirtualTime`), so a run is fast, lock expiry costs no waiting,
-and a seed always produces the same run: the same counts and the same outcome for every record (only
-wall-clock figures vary).
+Time is simulated (`sharegroup.simulation.VirtualTime`), so a run is fast, lock expiry and long polls
+cost no waiting, and a seed always produces the same run: the same counts and the same outcome for
+every record (only wall-clock figures vary).
 
-The parts: `demo_run` (the simulated cluster and its tasks), `demo_consumer` (a share consumer),
-`demo_workload` (what the clients decide, from the seed), `demo_ledger` (the demo's own account of every
-record), `demo_summary` (what is counted and printed); this module holds the entry point, the data
-directory, the durable-state check and the audit's wiring.
+The parts: `demo_run` (the simulated cluster and its tasks), `demo_manager` (the manager on simulated
+time), `demo_consumer` (a share consumer), `demo_workload` (what the clients decide, from the seed),
+`demo_ledger` (the demo's own account of every record), `demo_summary` (what is counted and printed);
+this module holds the entry point, the data directory, the durable-state check and the audit's wiring.
 """
 
 from __future__ import annotations

@@ -1,21 +1,24 @@
 """`SimulatedConsumer`: one of the demo's share consumers, on simulated time.
 
-It joins the share group by heartbeat, polls its assigned partitions (one share fetch over all of
-them, `max.poll.records` at most, starting from a rotating partition), spends simulated time
-processing, and acknowledges what it processed, or crashes (its records stay acquired until their
-locks expire) and comes back later as a new member. What it decides comes from the run's `Workload`.
+It behaves as a Kafka share consumer does on the wire: it joins the share group by heartbeat, opens a
+share session with the broker (`SharePartitionManager`) by a ShareFetch at epoch 0 for its assigned
+partitions, then polls with ShareFetch (one `max.poll.records` budget over all of them; the broker
+long-polls when nothing is acquirable), spends simulated time processing, and acknowledges with
+ShareAcknowledge; every request after the first carries the next session epoch. When the run ends it
+closes the session (final epoch -1) and leaves the group. Sometimes it crashes instead: it just stops,
+its records stay acquired until their locks expire, the group coordinator ends its membership after
+the session timeout (the broker then drops its share session), and it comes back later as a new member.
+What it decides comes from the run's `Workload`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, NamedTuple
 
 from .demo_workload import (
+    FETCH_MAX_WAIT_MS,
     GROUP_ID,
-    IDLE_POLL_MAX_MS,
-    IDLE_POLL_MS,
     MAX_POLL_RECORDS,
     POLL_OVERHEAD_MS,
     RECORD_PROCESSING_US,
@@ -24,6 +27,18 @@ from .demo_workload import (
     TOPIC_NAME,
 )
 from .errors import Errors, ShareError
+from .manager import next_epoch
+from .share_messages import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    FetchPartition,
+    FetchTopic,
+    ForgottenTopic,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+)
 from .simulation import Phase
 from .types import AcquiredRecords
 
@@ -44,7 +59,7 @@ class Polled(NamedTuple):
 
 
 class SimulatedConsumer:
-    """A simulated share consumer: joins the group, polls its assigned partitions, processes, acknowledges."""
+    """A simulated share consumer: joins the group, fetches from the broker, processes, acknowledges."""
 
     def __init__(self, demo: DemoRun, index: int) -> None:
         self.demo = demo
@@ -55,7 +70,8 @@ class SimulatedConsumer:
         self.assignment: list[int] = []
         self.next_heartbeat_ms = 0
         self.polls = 0
-        self._first_partition = index  # share fetches start from a rotating partition
+        self.session_epoch = INITIAL_EPOCH  # the share session epoch of the next request
+        self.session_partitions: list[int] = []  # what the share session fetches
 
     async def run(self) -> None:
         """Consume (restarting after each crash) until the run stops, then leave the group."""
@@ -64,6 +80,7 @@ class SimulatedConsumer:
             await demo.virtual_time.sleep(0)  # join in rank order
             while not demo.stopping:
                 self.member_id = demo.workload.member_id(self.index, self.incarnation)
+                self.session_epoch, self.session_partitions = INITIAL_EPOCH, []
                 try:
                     await self._heartbeat(join=True)
                 except ShareError as exc:
@@ -81,6 +98,8 @@ class SimulatedConsumer:
                 await demo.virtual_time.sleep(RESTART_DELAY_MS)
         finally:
             demo.consumers_running -= 1
+
+    # -- the group coordinator --
 
     async def _heartbeat(self, join: bool = False) -> None:
         demo = self.demo
@@ -102,58 +121,100 @@ class SimulatedConsumer:
         self.next_heartbeat_ms = demo.clock.now_ms() + result.heartbeat_interval_ms
 
     async def _leave(self) -> None:
-        await self.demo.group.share_group_heartbeat(GROUP_ID, self.member_id, -1)
-        await self.demo.release_member(self.member_id)
+        """Close the share session (final epoch: the broker releases what it still holds), then leave."""
+        demo = self.demo
+        if self.session_epoch != INITIAL_EPOCH:
+            response = await demo.manager.share_acknowledge(
+                ShareAcknowledgeRequest(GROUP_ID, self.member_id, FINAL_EPOCH))
+            if response.error_code is not Errors.NONE:
+                log.warning("consumer %d: closing the share session: %s", self.index, response.error_code.name)
+            demo.member_released(self.member_id)
+        await demo.group.share_group_heartbeat(GROUP_ID, self.member_id, -1)
+        await demo.member_left(self.member_id)
+
+    # -- the broker --
+
+    def _next_epoch(self) -> int:
+        epoch = self.session_epoch
+        self.session_epoch = next_epoch(epoch)
+        return epoch
+
+    async def _update_session(self) -> None:
+        """Open the share session, or change its partitions to the assignment, with a ShareFetch that
+        acquires nothing (MaxRecords 0): the broker loads the share-partitions now, in the I/O phase, so
+        that fetches in the acquisition phase never wait for a durable read."""
+        demo = self.demo
+        added = [p for p in self.assignment if p not in self.session_partitions]
+        removed = [p for p in self.session_partitions if p not in self.assignment]
+        if not added and not removed and (self.session_epoch != INITIAL_EPOCH or not self.assignment):
+            return
+        request = ShareFetchRequest(
+            GROUP_ID, self.member_id, self._next_epoch(), max_wait_ms=0, max_records=0,
+            topics=(FetchTopic(demo.topic_id, tuple(FetchPartition(p) for p in added)),) if added else (),
+            forgotten_topics_data=(ForgottenTopic(demo.topic_id, tuple(removed)),) if removed else (),
+        )
+        response = await demo.manager.share_fetch(request)
+        if not self._session_ok(response.error_code):
+            return
+        self.session_partitions = list(self.assignment)
+
+    def _session_ok(self, error: Errors) -> bool:
+        """False when the broker refused the request at the session level: the next request opens a new
+        share session (as a consumer does after SHARE_SESSION_NOT_FOUND or INVALID_SHARE_SESSION_EPOCH)."""
+        if error is Errors.NONE:
+            return True
+        log.info("consumer %d: share session refused (%s); opening a new one", self.index, error.name)
+        self.demo.summary.fetch_errors += 1
+        self.session_epoch, self.session_partitions = INITIAL_EPOCH, []
+        return False
 
     async def _consume(self) -> bool:
         """Poll until the run stops (returns False) or this consumer crashes (returns True)."""
         demo = self.demo
-        idle_ms = IDLE_POLL_MS
         while not demo.stopping:
             if demo.clock.now_ms() >= self.next_heartbeat_ms:
                 await self._heartbeat()
-            for partition in self.assignment:
-                await demo.leader(partition)  # I/O only the first time: read the durable state
-            await demo.virtual_time.sleep(0, Phase.ACQUIRE)
-            polled = self._poll()
-            if not polled:
-                await demo.virtual_time.sleep(idle_ms)
-                idle_ms = min(2 * idle_ms, IDLE_POLL_MAX_MS)
+            await self._update_session()
+            if not self.session_partitions:  # nothing assigned (yet): ask the coordinator again later
+                await demo.virtual_time.sleep(FETCH_MAX_WAIT_MS)
                 continue
-            idle_ms = IDLE_POLL_MS
+            await demo.virtual_time.sleep(0, Phase.ACQUIRE)
+            polled = await self._poll()
+            if not polled:
+                continue  # the broker waited (long polling) before it answered with nothing
             records = sum(last - first + 1 for got in polled for first, last, _count in got.records)
             await demo.virtual_time.sleep(POLL_OVERHEAD_MS + records * RECORD_PROCESSING_US // 1000)
             if self._crashes(polled):
                 for got in polled:
                     demo.ledger.hold(got.partition, self.member_id, got.records, got.acquired_at_ms)
                 return True
-            await asyncio.gather(*(self._acknowledge(got) for got in polled))
+            await self._acknowledge(polled)
         return False
 
-    def _poll(self) -> list[Polled]:
-        """One share fetch over the assigned partitions (synchronous: it never waits)."""
+    async def _poll(self) -> list[Polled]:
+        """One ShareFetch over the session's partitions; the broker may hold it up to FETCH_MAX_WAIT_MS."""
         demo = self.demo
         self.polls += 1
         demo.summary.polls += 1
-        partitions = self.assignment
-        if not partitions:
+        request = ShareFetchRequest(
+            GROUP_ID, self.member_id, self._next_epoch(), max_wait_ms=FETCH_MAX_WAIT_MS,
+            max_records=MAX_POLL_RECORDS, batch_size=MAX_POLL_RECORDS,
+            max_bytes=len(self.session_partitions) * MAX_POLL_RECORDS * RECORD_SIZE_BYTES,
+        )
+        response = await demo.manager.share_fetch(request)
+        if not self._session_ok(response.error_code):
             return []
-        self._first_partition = (self._first_partition + 1) % len(partitions)
-        budget = MAX_POLL_RECORDS
         now_ms = demo.clock.now_ms()
         polled = []
-        for partition in partitions[self._first_partition:] + partitions[:self._first_partition]:
-            if budget <= 0:
-                break
-            leader = demo.leaders[partition]
-            read = demo.logs.read(demo.topic_id, partition, leader.next_fetch_offset(), budget * RECORD_SIZE_BYTES)
-            if not read.batches:
-                continue
-            records = leader.acquire(self.member_id, [batch.header for batch in read.batches], max_records=budget)
-            count = demo.ledger.acquired(partition, records)
-            if count:
-                polled.append(Polled(partition, records, now_ms))
-                budget -= count
+        for _topic_id, data in response.partitions():
+            if data.error_code is not Errors.NONE:
+                log.warning("consumer %d: fetch from partition %d: %s", self.index, data.partition_index,
+                            data.error_code.name)
+                demo.summary.fetch_errors += 1
+            if data.acquired_records:
+                records = list(data.acquired_records)
+                demo.ledger.acquired(data.partition_index, records)
+                polled.append(Polled(data.partition_index, records, now_ms))
         return polled
 
     def _crashes(self, polled: list[Polled]) -> bool:
@@ -162,14 +223,24 @@ class SimulatedConsumer:
             return True
         return any(demo.ledger.crashes_processing(got.partition, got.records) for got in polled)
 
-    async def _acknowledge(self, got: Polled) -> None:
+    async def _acknowledge(self, polled: list[Polled]) -> None:
+        """One ShareAcknowledge for everything the poll returned (the partitions' writes share commits)."""
         demo = self.demo
-        batches = demo.ledger.acknowledgements(got.partition, got.records)
-        try:
-            await demo.leaders[got.partition].acknowledge(self.member_id, batches)
-        except ShareError as exc:  # nothing changed: the records stay acquired until their locks expire
-            log.warning("consumer %d: acknowledgement on partition %d failed: %s", self.index, got.partition, exc)
+        batches = {got.partition: demo.ledger.acknowledgements(got.partition, got.records) for got in polled}
+        request = ShareAcknowledgeRequest(
+            GROUP_ID, self.member_id, self._next_epoch(),
+            topics=(AcknowledgeTopic(demo.topic_id, tuple(AcknowledgePartition(p, tuple(batches[p]))
+                                                           for p in sorted(batches))),),
+        )
+        response = await demo.manager.share_acknowledge(request)
+        for got in polled:
+            data = response.partition(demo.topic_id, got.partition)
+            error = response.error_code if data is None else data.error_code
+            if error is Errors.NONE:
+                demo.ledger.acknowledged(got.partition, got.records, batches[got.partition])
+                continue
+            # Nothing changed: the records stay acquired until their locks expire.
+            log.warning("consumer %d: acknowledgement on partition %d failed: %s", self.index, got.partition,
+                        error.name)
             demo.summary.acknowledgement_errors += 1
             demo.ledger.hold(got.partition, self.member_id, got.records, got.acquired_at_ms)
-            return
-        demo.ledger.acknowledged(got.partition, got.records, batches)

@@ -1,16 +1,16 @@
-"""`DemoRun`: one run of the demo's simulated cluster: the topic logs, the share-partition leaders, the
-group coordinator, the producer, the lock timer and the consumers, all on simulated time.
+"""`DemoRun`: one run of the demo's simulated cluster: the topic logs, the broker's
+`SharePartitionManager`, the group coordinator, the producer, the lock timer and the consumers, all on
+simulated time.
 
-Layer 4 (an edge). The producer appends record batches to `InMemoryPartitionLogs`; the consumers
-(`demo_consumer.SimulatedConsumer`) join the share group and acquire and acknowledge records; the lock
-timer expires acquisition locks and ends the sessions of silent members. The `Ledger` accounts for
-every delivery and is checked against the leaders as the run goes and at its end.
+Layer 4 (an edge). The producer appends record batches to `InMemoryPartitionLogs` (each append wakes
+the manager's waiting fetches); the consumers (`demo_consumer.SimulatedConsumer`) join the share group
+and fetch and acknowledge through the manager; the lock-timer task runs the manager's lock-timer passes
+and ends the sessions of silent members. The `Ledger` accounts for every delivery and is checked against
+the share-partition leaders as the run goes and at its end.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import time
 import uuid
@@ -20,6 +20,7 @@ from .config import ShareGroupConfig
 from .coordinator import GroupConfig, GroupCoordinator, InMemoryTopics
 from .demo_consumer import SimulatedConsumer
 from .demo_ledger import Ledger
+from .demo_manager import DemoGroupConfigs, LedgerObserver, SimulatedShareManager
 from .demo_summary import DemoSummary, LeaderState
 from .demo_workload import (
     GROUP_ID,
@@ -73,12 +74,15 @@ class DemoRun:
         # that join together all get partitions on their first heartbeat.
         self.group = GroupCoordinator(persister=persister, topics=self.topics, clock=clock,
                                       config=GroupConfig(assignment_interval_ms=0))
-        self.leaders: dict[int, SharePartition] = {}
         self.leader_metrics = [SharePartitionMetrics(GROUP_ID, TOPIC_NAME, p, registry=registry)
                                for p in range(partitions)]
         self.ledger = Ledger(partitions=partitions, workload=workload, summary=summary, metrics=self.leader_metrics,
                              delivery_count_limit=config.delivery_count_limit,
                              record_lock_duration_ms=config.record_lock_duration_ms)
+        self.manager = SimulatedShareManager(
+            virtual_time=self.virtual_time, persister=persister, logs=self.logs, clock=clock,
+            coordinator=DemoGroupConfigs(config), observer=LedgerObserver(self.ledger, self.topic_id, clock),
+        )
         self.consumers = [SimulatedConsumer(self, index) for index in range(consumers)]
         self.consumers_running = consumers
         self.producer_done = False
@@ -86,33 +90,25 @@ class DemoRun:
         self.started_s = time.monotonic()
 
     def _log_grew(self, topic_id: uuid.UUID, partition: int, log_end_offset: int) -> None:
+        """The producer appended: the group coordinator learns the new end offset (for its admin APIs)
+        and the manager wakes the fetches waiting for records of this partition."""
         self.topics.set_latest_offset(topic_id, partition, log_end_offset)
+        self.manager.on_append(topic_id, partition, log_end_offset)
 
-    # -- the leaders (the SharePartitionManager's part) --
+    # -- the broker side --
 
-    async def leader(self, partition: int) -> SharePartition:
-        """The initialized leader of a partition, created on first use (as a broker does on fetch)."""
-        leader = self.leaders.get(partition)
-        if leader is None:
-            leader = self.leaders[partition] = SharePartition(
-                GROUP_ID, self.topic_id, partition, persister=self.persister, config=self.config,
-                clock=self.clock, offset_lookup=functools.partial(self.logs.offset_for, self.topic_id, partition),
-            )
-        await leader.initialize()
-        return leader
+    def leader(self, partition: int) -> SharePartition | None:
+        """The manager's share-partition leader of one partition, once a fetch has loaded it."""
+        return self.manager.share_partition(GROUP_ID, self.topic_id, partition)
 
-    async def expire_due_locks(self) -> None:
-        """Expire the acquisition locks due now on every leader; the ledger checks the counts."""
-        now_ms = self.clock.now_ms()
-        due = [(p, leader) for p, leader in self.leaders.items() if 0 <= leader.next_lock_deadline_ms() <= now_ms]
-        counts = await asyncio.gather(*(leader.expire_locks() for _p, leader in due))
-        for (partition, _leader), count in zip(due, counts):
-            self.ledger.locks_expired(partition, now_ms, count)
+    async def member_left(self, member_id: str) -> None:
+        """A member left or its session ended: the manager releases what it still holds (SPEC §4.3)."""
+        await self.manager.member_left(GROUP_ID, member_id)
+        self.member_released(member_id)
 
-    async def release_member(self, member_id: str) -> None:
-        """A member left or its session ended: release what it still holds (SPEC §4.3)."""
-        for partition, leader in sorted(self.leaders.items()):
-            await leader.release_acquired_records(member_id)
+    def member_released(self, member_id: str) -> None:
+        """The manager released every record `member_id` held: account for them in the ledger."""
+        for partition in range(self.partitions):
             self.ledger.member_released(partition, member_id)
 
     # -- the tasks --
@@ -137,26 +133,31 @@ class DemoRun:
         self.producer_done = True
 
     async def lock_timer(self) -> None:
-        """The timer service: expire locks when they fall due, end the sessions of silent members."""
+        """The timer service on simulated time: run the manager's lock-timer pass when the earliest
+        acquisition lock falls due, and end the sessions of silent members."""
         next_session_check_ms = self.clock.now_ms() + TIMER_PERIOD_MS
+        lock_timer = self.manager.lock_timer
         while True:
-            deadlines = [ms for ms in (leader.next_lock_deadline_ms() for leader in self.leaders.values()) if ms >= 0]
-            if self.stopping and self.consumers_running == 0 and not deadlines:
+            next_lock_ms = lock_timer.next_deadline_ms
+            if self.stopping and self.consumers_running == 0 and next_lock_ms < 0:
                 return
-            await self.virtual_time.sleep_until(min([next_session_check_ms, *deadlines]), Phase.IO)
-            await self.expire_due_locks()
+            await self.virtual_time.sleep_until(min(next_session_check_ms, next_lock_ms)
+                                                if next_lock_ms >= 0 else next_session_check_ms, Phase.IO)
+            await self.manager.expire_due_locks()
             now_ms = self.clock.now_ms()
             if now_ms >= next_session_check_ms:
                 next_session_check_ms = now_ms + TIMER_PERIOD_MS
                 if self.consumers_running:
                     for member_id in await self.group.expire_members():
-                        await self.release_member(member_id)
+                        await self.member_left(member_id)
 
     def on_settled(self) -> None:
         """Every task waits: update the gauges and the progress bar, and decide whether to stop."""
         summary = self.summary
-        for partition, leader in self.leaders.items():
-            self.leader_metrics[partition].set_in_flight(leader.in_flight_count)
+        for partition in range(self.partitions):
+            leader = self.leader(partition)
+            if leader is not None:
+                self.leader_metrics[partition].set_in_flight(leader.in_flight_count)
         if not self.stopping:
             if self.producer_done and summary.delivery_complete == summary.produced:
                 self.stopping = True
@@ -182,6 +183,8 @@ class DemoRun:
             await self.virtual_time.run(self.on_settled)
         finally:
             await self.virtual_time.cancel_all()
+            self.manager._check()
+            await self.manager.close()
         summary = self.summary
         summary.wall_seconds = time.monotonic() - self.started_s
         summary.simulated_seconds = self.virtual_time.elapsed_ms / 1000
@@ -195,7 +198,7 @@ class DemoRun:
         summary = self.summary
         self.ledger._check()
         for partition in range(self.partitions):
-            leader = self.leaders.get(partition)
+            leader = self.leader(partition)
             log_end_offset = self.logs.log_end_offset(self.topic_id, partition)
             if leader is None:
                 state = LeaderState(0, [], 0, log_end_offset)

@@ -63,6 +63,10 @@ class DemoSummary:
     crashes: int = 0
     polls: int = 0
     acknowledgement_errors: int = 0
+    fetch_errors: int = 0
+    share_fetches: int = 0
+    share_fetches_held: int = 0  # answered after a wait (long polling)
+    share_acknowledges: int = 0
     in_flight: int = 0
     stopped_early: bool = False
     wall_seconds: float = 0.0
@@ -132,6 +136,9 @@ class DemoSummary:
             ("  lock expiry at limit", n(self.archived_lock_expiry), "crashed on the last delivery"),
             ("in flight at the end", n(self.in_flight),
              "stopped by --duration" if self.stopped_early else "every record accepted or archived"),
+            ("share requests", n(self.share_fetches + self.share_acknowledges),
+             f"{n(self.share_fetches)} ShareFetch ({n(self.share_fetches_held)} long-polled), "
+             f"{n(self.share_acknowledges)} ShareAcknowledge"),
             ("throughput", f"{n(round(self.throughput_records_per_s))} records/s",
              f"{self.wall_seconds:.2f} s wall, {self.simulated_seconds:.1f} s simulated"),
             ("durable writes", n(self.durable_writes),

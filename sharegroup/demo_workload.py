@@ -32,8 +32,7 @@ RECORD_SIZE_BYTES = 100  # each record's share of its batch's size in the log
 MAX_POLL_RECORDS = 500  # the consumer's max.poll.records
 POLL_OVERHEAD_MS = 4
 RECORD_PROCESSING_US = 100
-IDLE_POLL_MS = 20  # after a share fetch that found nothing; doubled while fetches keep finding nothing,
-IDLE_POLL_MAX_MS = 500  # up to this (the consumer's fetch.max.wait.ms)
+FETCH_MAX_WAIT_MS = 500  # the consumer's fetch.max.wait.ms: how long the broker may hold a fetch
 RESTART_DELAY_MS = 3_000  # a crashed consumer comes back as a new member after this
 
 

@@ -51,7 +51,8 @@ def counts(summary):
     return {k: getattr(summary, k) for k in (
         "produced", "producer_batches", "poison_records", "malformed_records", "deliveries", "redeliveries",
         "accepted", "released", "rejected", "lock_expired", "released_on_leave", "archived_delivery_limit",
-        "archived_lock_expiry", "crashes", "polls", "in_flight", "durable_writes", "simulated_seconds")}
+        "archived_lock_expiry", "crashes", "polls", "in_flight", "durable_writes", "simulated_seconds", "share_fetches",
+        "share_fetches_held", "share_acknowledges")}
 
 
 # -- a whole run ---------------------------------------------------------------------------------------------
@@ -87,8 +88,13 @@ def test_small_demo_adds_up_and_agrees_with_the_leaders(tmp_path):
         assert leader.start_offset == leader.log_end_offset and leader.state_batches == []
     assert sum(leader.log_end_offset for leader in s.leader_states.values()) == s.produced
     assert s.durable_state_problems == [] and s.durable_writes > 0
+    # The consumers went through the broker's share sessions: no request refused, and fetches that found
+    # nothing acquirable waited (long polling) instead of returning at once.
+    assert s.fetch_errors == 0 and s.acknowledgement_errors == 0
+    assert s.share_fetches > s.polls > s.share_acknowledges > 0 and s.share_fetches_held > 0
     text = "\n".join(lines)
     assert "Summary" in text and "lock expiry at limit" in text and "durable state" in text
+    assert f"{s.share_fetches:,} ShareFetch ({s.share_fetches_held:,} long-polled)" in text
     assert "100%" in progress.getvalue() and "\r" not in progress.getvalue()  # not a terminal: plain lines
 
 
