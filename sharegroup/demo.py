@@ -30,7 +30,7 @@ import os
 import sys
 import time
 import uuid
-from typing import Callable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .clock import ManualClock
 from .config import ShareGroupConfig
@@ -180,7 +180,7 @@ def _audit(summary: DemoSummary, data_dir: str, *, master: str, spark, out_dir, 
         return
     # Audit with the settings the log was written with, where the audit takes them.
     accepted = inspect.signature(run_audit).parameters
-    extra = {name: value for name, value in options.items() if name in accepted}
+    extra: dict[str, Any] = {name: value for name, value in options.items() if name in accepted}
     try:
         result = run_audit(data_dir, master=master, out_dir=out_dir, spark=spark, print_fn=print_fn, **extra)
     except AuditEnvironmentError as exc:

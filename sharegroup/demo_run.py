@@ -11,7 +11,6 @@ the share-partition leaders as the run goes and at its end.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 
@@ -40,8 +39,6 @@ from .simulation import Phase, VirtualTime
 from .types import RecordState
 
 __all__ = ["DemoRun"]
-
-log = logging.getLogger(__name__)
 
 PRODUCER_ID_BASE = 1000  # the producer of partition p has producer id PRODUCER_ID_BASE + p
 TIMER_PERIOD_MS = 1_000  # the timer service checks member sessions this often

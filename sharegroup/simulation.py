@@ -82,7 +82,9 @@ class VirtualTime:
             self._settled.set()
         finally:
             self._live_tasks -= 1
-            self._ranks.pop(asyncio.current_task(), None)
+            task = asyncio.current_task()
+            if task is not None:
+                self._ranks.pop(task, None)
             self._maybe_settled()
 
     async def sleep(self, ms: int, phase: Phase = Phase.IO) -> None:
@@ -116,7 +118,8 @@ class VirtualTime:
         now = self.clock.now_ms()
         ticks = -(-(max(wake_ms, now) - self._origin_ms) // self._tick_ms)
         wake_ms = max(now, self._origin_ms + ticks * self._tick_ms)
-        rank = self._ranks.get(asyncio.current_task())
+        task = asyncio.current_task()
+        rank = None if task is None else self._ranks.get(task)
         if rank is None:
             raise RuntimeError("VirtualTime waits are only for tasks started with VirtualTime.spawn")
         future = asyncio.get_running_loop().create_future()
