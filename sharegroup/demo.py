@@ -224,7 +224,8 @@ async def check_durable_state(data_dir: str | os.PathLike, group_id: str, topic_
         for partition, leader in sorted(leaders.items()):
             state = persister.state_of(group_id, topic_id, partition)
             if state is None:
-                problems.append(f"partition {partition}: no durable state")
+                if leader.loaded:  # else no member ever fetched from it: nothing to be durable yet
+                    problems.append(f"partition {partition}: no durable state")
                 continue
             durable = _normalized(state.start_offset, state.state_batches)
             held = _normalized(leader.start_offset, leader.state_batches)

@@ -198,7 +198,7 @@ class DemoRun:
             leader = self.leader(partition)
             log_end_offset = self.logs.log_end_offset(self.topic_id, partition)
             if leader is None:
-                state = LeaderState(0, [], 0, log_end_offset)
+                state = LeaderState(0, [], 0, log_end_offset, loaded=False)
             else:
                 leader._check()
                 batches = leader.state_batches()

@@ -27,12 +27,14 @@ class Outcome(enum.IntEnum):
 
 
 class LeaderState(NamedTuple):
-    """What one share-partition leader held at the end of the run."""
+    """What one share-partition leader held at the end of the run; `loaded` is False when no fetch ever
+    loaded the share-partition (a run stopped before any consumer fetched from it)."""
 
     start_offset: int
     state_batches: list[StateBatch]
     delivery_complete_count: int
     log_end_offset: int
+    loaded: bool = True
 
 
 @dataclasses.dataclass

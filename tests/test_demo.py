@@ -214,6 +214,14 @@ def test_a_run_cut_short_by_its_duration_leaves_records_in_flight_but_adds_up(tm
     assert run(check_durable_state(tmp_path / "data", s.group_id, s.topic_id, s.leader_states)) == []
 
 
+def test_a_run_stopped_before_any_fetch_has_nothing_durable_and_that_is_fine(tmp_path):
+    s = demo(tmp_path, records=50_000, duration_s=1e-9)  # stops as soon as the tasks first wait
+    assert s.stopped_early and s.in_flight == s.produced > 0 and s.deliveries == 0
+    assert not any(leader.loaded for leader in s.leader_states.values())
+    assert s.durable_state_problems == [] and s.exit_code == 0
+    assert lost_writes(s, durable_states_of(tmp_path / "data", s)) == ([], s.produced)
+
+
 def test_one_consumer_one_partition(tmp_path):
     s = demo(tmp_path, records=500, partitions=1, consumers=1)
     assert s.produced == s.accepted + s.archived and s.in_flight == 0 and s.exit_code == 0
