@@ -6,8 +6,23 @@ Public names live here; see SPEC §3. The in-flight tracker is the native Cython
 
 from .clock import Clock, ManualClock, SystemClock
 from .config import ShareGroupConfig
+from .config import BrokerConfig
 from .errors import Errors, ShareError
 from .persistence import Persister
+from .logs import LogBatch, LogRead, PartitionLogs
+from .share_messages import (
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    FetchPartition,
+    FetchTopic,
+    ForgottenTopic,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareAcquireMode,
+    ShareFetchPartitionData,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
 from .types import (
     AbortedTransaction,
     AcknowledgeType,
@@ -22,6 +37,22 @@ from .types import (
 )
 
 __all__ = [
+    "AcknowledgePartition",
+    "AcknowledgeTopic",
+    "BrokerConfig",
+    "FetchPartition",
+    "FetchTopic",
+    "ForgottenTopic",
+    "LogBatch",
+    "LogRead",
+    "PartitionLogs",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareAcquireMode",
+    "ShareFetchPartitionData",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "SharePartitionManager",
     "AbortedTransaction",
     "AcknowledgeType",
     "AcknowledgementBatch",
@@ -55,4 +86,8 @@ def __getattr__(name):  # lazy: importing the vocabulary must not require the na
         from .partition import SharePartition
 
         return SharePartition
+    if name == "SharePartitionManager":
+        from .manager import SharePartitionManager
+
+        return SharePartitionManager
     raise AttributeError(f"module 'sharegroup' has no attribute {name!r}")
