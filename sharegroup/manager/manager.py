@@ -298,12 +298,21 @@ class SharePartitionManager:
         group_id = request.group_id
         data: dict[TopicPartition, ShareFetchPartitionData] = {}
         entries: dict[TopicPartition, SharePartitionEntry] = {}
-        resolved = await asyncio.gather(*(self._resolve(group_id, tp) for tp in order))
-        for tp, result in zip(order, resolved):
-            if isinstance(result, SharePartitionEntry):
-                entries[tp] = result
+        cache = self._partitions
+        to_load = []
+        for tp in order:  # the common case needs no await: the share-partition is loaded and active
+            entry = cache.get(group_id, tp[0], tp[1])
+            if entry is not None and entry.sp.status is SharePartitionStatus.ACTIVE:
+                entries[tp] = entry
             else:
-                data[tp] = ShareFetchPartitionData(tp[1], error_code=result.error, error_message=result.message)
+                to_load.append(tp)
+        if to_load:  # initialize the others concurrently
+            resolved = await asyncio.gather(*(self._resolve(group_id, tp) for tp in to_load))
+            for tp, result in zip(to_load, resolved):
+                if isinstance(result, SharePartitionEntry):
+                    entries[tp] = result
+                else:
+                    data[tp] = ShareFetchPartitionData(tp[1], error_code=result.error, error_message=result.message)
         if not entries or request.max_records == 0 or request.max_bytes == 0:
             return data
         deadline_ms = self.clock.now_ms() + request.max_wait_ms
