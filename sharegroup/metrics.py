@@ -180,15 +180,18 @@ class ManagerMetricFamilies:
         self.registry = registry
         self.total_share_fetch_requests = Counter(
             "sharegroup_total_share_fetch_requests",
-            "ShareFetch requests, once per distinct topic they fetched (BrokerTopicMetrics TotalShareFetchRequestsPerSec).",
+            "ShareFetch requests, once per distinct topic they fetched "
+            "(BrokerTopicMetrics TotalShareFetchRequestsPerSec).",
             ("topic",), registry=registry)
         self.failed_share_fetch_requests = Counter(
             "sharegroup_failed_share_fetch_requests",
-            "ShareFetch requests with an error, per distinct failed topic (BrokerTopicMetrics FailedShareFetchRequestsPerSec).",
+            "ShareFetch requests with an error, per distinct failed topic "
+            "(BrokerTopicMetrics FailedShareFetchRequestsPerSec).",
             ("topic",), registry=registry)
         self.total_share_acknowledgement_requests = Counter(
             "sharegroup_total_share_acknowledgement_requests",
-            "ShareAcknowledge requests per distinct topic (BrokerTopicMetrics TotalShareAcknowledgementRequestsPerSec).",
+            "ShareAcknowledge requests per distinct topic "
+            "(BrokerTopicMetrics TotalShareAcknowledgementRequestsPerSec).",
             ("topic",), registry=registry)
         self.failed_share_acknowledgement_requests = Counter(
             "sharegroup_failed_share_acknowledgement_requests",
@@ -227,11 +230,13 @@ class ManagerMetricFamilies:
             "Partitions over all share sessions (ShareSessionCache SharePartitionsCount).", registry=registry)
         self.purgatory_size = Gauge(
             "sharegroup_purgatory_size",
-            "ShareFetch requests waiting for records (DelayedOperationPurgatory PurgatorySize, delayedOperation=ShareFetch).",
+            "ShareFetch requests waiting for records "
+            "(DelayedOperationPurgatory PurgatorySize, delayedOperation=ShareFetch).",
             registry=registry)
         self.in_flight_message_count = Gauge(
             "sharegroup_in_flight_message_count",
-            "Records in the in-flight windows of every share-partition (SharePartitionMetrics InFlightMessageCount, summed).",
+            "Records in the in-flight windows of every share-partition "
+            "(SharePartitionMetrics InFlightMessageCount, summed).",
             registry=registry)
 
 

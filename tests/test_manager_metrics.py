@@ -32,7 +32,8 @@ def test_manager_metrics_count_requests_records_acks_timeouts_and_read_gauges():
             assert value("sharegroup_partition_load_time_ms_count") == 2
             assert value("sharegroup_share_sessions_count") == 1 and value("sharegroup_share_partitions_count") == 3
             assert value("sharegroup_in_flight_message_count") == 6
-            r = await mgr.share_acknowledge(ack_request("m1", 1, [(T1, 0, [(0, 1, ACCEPT), (2, 3, (RELEASE, ACCEPT))])]))
+            acks = [(0, 1, ACCEPT), (2, 3, (RELEASE, ACCEPT))]
+            r = await mgr.share_acknowledge(ack_request("m1", 1, [(T1, 0, acks)]))
             assert r.error_code == 0
             assert value("sharegroup_record_acknowledgements_total", {"ack_type": "Accept"}) == 3
             assert value("sharegroup_record_acknowledgements_total", {"ack_type": "Release"}) == 1

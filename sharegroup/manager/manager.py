@@ -41,7 +41,8 @@ from ..share_messages import (
     ShareFetchResponse,
     ShareFetchTopicResponse,
 )
-from ..types import AcknowledgementBatch, AcquiredRecords
+from ..types import AcknowledgementBatch
+from .batches import batches_holding, counts_by_type, whole_batches_within
 from .delayed_fetch import DelayedFetchPurgatory, WaitOutcome
 from .lock_timer import LockTimer
 from .observer import GroupConfigSource, ManagerObserver
@@ -260,11 +261,11 @@ class SharePartitionManager:
             if context.listed(tp, bool(item.acquired_records), item.error_code is not Errors.NONE):
                 listed[tp] = item
         for tp, (code, message) in ack_results.items():
-            item = listed.get(tp)
-            if item is None:
-                item = listed[tp] = ShareFetchPartitionData(tp[1])
-            item.acknowledge_error_code = code
-            item.acknowledge_error_message = message
+            entry = listed.get(tp)
+            if entry is None:
+                entry = listed[tp] = ShareFetchPartitionData(tp[1])
+            entry.acknowledge_error_code = code
+            entry.acknowledge_error_message = message
         topics: dict[uuid.UUID, ShareFetchTopicResponse] = {}
         for (topic_id, _p), item in listed.items():
             topic = topics.get(topic_id)
@@ -423,16 +424,18 @@ class SharePartitionManager:
             read = self._read(entry, max_bytes)
         if isinstance(read, ShareError):
             return ShareFetchPartitionData(partition, error_code=read.error, error_message=read.message)
-        batches = read.batches
+        batches: Sequence[LogBatch] = read.batches
         if not batches:
             return ShareFetchPartitionData(partition)
         sp = entry.sp
         fetch_offset = sp.next_fetch_offset()
         if request.share_acquire_mode == ShareAcquireMode.RECORD_LIMIT and sp.config.acquire_mode != "record_limit":
-            batches = _whole_batches_within(batches, fetch_offset, budget)
+            batches = whole_batches_within(batches, fetch_offset, budget)
         try:
+            # A LogBatch's first five fields are a FetchedBatch's, all the tracker reads (by index), so
+            # the log's batches are passed as they are, without building a header per batch.
             acquired = sp.acquire(
-                request.member_id, batches, max_records=budget, fetch_offset=fetch_offset,
+                request.member_id, batches, max_records=budget, fetch_offset=fetch_offset,  # type: ignore[arg-type]
                 batch_size=request.batch_size or None, aborted_transactions=read.aborted_transactions,
             )
         except ShareError as exc:
@@ -448,7 +451,7 @@ class SharePartitionManager:
             held = self._held[member_key] = {}
         held[entry] = None
         self.observer.records_acquired(entry.group_id, entry.topic_id, partition, acquired)
-        return ShareFetchPartitionData(partition, records=_batches_holding(batches, acquired),
+        return ShareFetchPartitionData(partition, records=batches_holding(batches, acquired),
                                        acquired_records=tuple(acquired))
 
     # -- ShareAcknowledge ------------------------------------------------------------------------------
@@ -519,7 +522,7 @@ class SharePartitionManager:
             if exc.error in DROPPING_ERRORS or entry.sp.status is SharePartitionStatus.FENCED:
                 self._drop(entry, exc.error)
             return exc.error, exc.message
-        self.observer.records_acknowledged(group_id, topic_id, partition, _counts_by_type(batches))
+        self.observer.records_acknowledged(group_id, topic_id, partition, counts_by_type(batches))
         self._purgatory.wake_share_partition(group_id, topic_id, partition)
         return Errors.NONE, None
 
@@ -573,39 +576,3 @@ class SharePartitionManager:
     def _on_fetches_expired(self, count: int) -> None:
         self.observer.fetches_expired(count)
 
-
-def _whole_batches_within(batches: Sequence[LogBatch], fetch_offset: int, budget: int) -> Sequence[LogBatch]:
-    """For a record-limit request on a share-partition configured batch-optimized: the leading batches
-    whose records from `fetch_offset` on fit `budget`, so the soft limit cannot overshoot. The first
-    batch is always offered (a producer batch larger than the budget is otherwise never delivered)."""
-    total = 0
-    for i, batch in enumerate(batches):
-        total += batch.last_offset - max(batch.base_offset, fetch_offset) + 1
-        if total > budget:
-            return batches[: max(1, i)]
-    return batches
-
-
-def _batches_holding(batches: Sequence[LogBatch], acquired: Sequence[AcquiredRecords]) -> tuple[LogBatch, ...]:
-    """The read batches that hold at least one acquired offset, in log order (both inputs ascend)."""
-    out = []
-    i, n = 0, len(acquired)
-    for batch in batches:
-        while i < n and acquired[i][1] < batch.base_offset:
-            i += 1
-        if i == n:
-            break
-        if acquired[i][0] <= batch.last_offset:
-            out.append(batch)
-    return tuple(out)
-
-
-def _counts_by_type(batches: Sequence[AcknowledgementBatch]) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for first, last, types in batches:
-        if len(types) == 1:
-            counts[types[0]] = counts.get(types[0], 0) + last - first + 1
-        else:
-            for t in types:
-                counts[t] = counts.get(t, 0) + 1
-    return counts
