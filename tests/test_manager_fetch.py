@@ -157,26 +157,27 @@ def test_renew_ack_fetch_restarts_locks_and_acquires_nothing():
     async def main():
         h = Harness()
         h.partition(T1, 0, batches=[4])
-        async with h.mgr as mgr:
-            await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
-            sp = mgr.share_partition(GROUP, T1, 0)
-            h.clock.advance(20_000)
-            h.append(T1, 0, 3)
-            r = await mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, RENEW)])], is_renew_ack=True,
-                                                    max_records=0, min_bytes=0, max_bytes=0))
-            assert r.error_code is Errors.NONE and r.partition(T1, 0).acknowledge_error_code is Errors.NONE
-            assert r.acquired_count == 0 and sp.end_offset == 4  # the renew fetch acquired nothing
-            r = await mgr.share_acknowledge(ack_request("m1", 2, [(T1, 0, [(0, 0, RENEW)])]))
-            assert r.partition(T1, 0).error_code is Errors.INVALID_REQUEST  # RENEW needs IsRenewAck
-            h.clock.advance(10_000)  # the first lock's deadline: renewed, so nothing is due
-            assert await mgr.expire_due_locks() == 0
-            assert sp.record_state(0)[:3] == (RecordState.ACQUIRED, 1, "m1")
-            r = await mgr.share_acknowledge(ack_request("m1", 3, [(T1, 0, [(0, 1, RENEW)])], is_renew_ack=True))
-            assert r.partition(T1, 0).error_code is Errors.NONE
-            h.clock.advance(20_000)  # the first renewal's deadline: 2-3 expire, 0-1 were renewed again
-            assert await mgr.expire_due_locks() == 2
-            states = [sp.record_state(o).state for o in range(4)]
-            assert states == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+        mgr = h.mgr  # not started: this test runs the lock timer's passes itself
+        await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
+        sp = mgr.share_partition(GROUP, T1, 0)
+        h.clock.advance(20_000)
+        h.append(T1, 0, 3)
+        r = await mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, RENEW)])], is_renew_ack=True,
+                                                max_records=0, min_bytes=0, max_bytes=0))
+        assert r.error_code is Errors.NONE and r.partition(T1, 0).acknowledge_error_code is Errors.NONE
+        assert r.acquired_count == 0 and sp.end_offset == 4  # the renew fetch acquired nothing
+        r = await mgr.share_acknowledge(ack_request("m1", 2, [(T1, 0, [(0, 0, RENEW)])]))
+        assert r.partition(T1, 0).error_code is Errors.INVALID_REQUEST  # RENEW needs IsRenewAck
+        h.clock.advance(10_000)  # the first lock's deadline: renewed, so nothing is due
+        assert await mgr.expire_due_locks() == 0
+        assert sp.record_state(0)[:3] == (RecordState.ACQUIRED, 1, "m1")
+        r = await mgr.share_acknowledge(ack_request("m1", 3, [(T1, 0, [(0, 1, RENEW)])], is_renew_ack=True))
+        assert r.partition(T1, 0).error_code is Errors.NONE
+        h.clock.advance(20_000)  # the first renewal's deadline: 2-3 expire, 0-1 were renewed again
+        assert await mgr.expire_due_locks() == 2
+        states = [sp.record_state(o).state for o in range(4)]
+        assert states == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+        await mgr.close()
 
     run(main())
 

@@ -234,7 +234,7 @@ class SharePartitionManager:
         except ShareError as exc:
             if exc.error is Errors.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
                 # As Kafka: hold the refusal for MaxWaitMs so a full broker is not hammered.
-                await self._purgatory.watch(group_id, (), self.clock.now_ms() + request.max_wait_ms).future
+                await self._wait(group_id, [], self.clock.now_ms() + request.max_wait_ms)
             return ShareFetchResponse(error_code=exc.error, error_message=exc.message)
         config = self.group_config(group_id)
         ack_results = await self._acknowledge(group_id, member_id, parsed, request.is_renew_ack)
@@ -474,6 +474,9 @@ class SharePartitionManager:
         except ShareError as exc:
             return ShareAcknowledgeResponse(error_code=exc.error, error_message=exc.message)
         results = await self._acknowledge(request.group_id, request.member_id, parsed, request.is_renew_ack)
+        for tp, batches in parsed.acks.items():  # a partition sent without batches is answered too:
+            if not batches:  # a client treats a partition missing from the answer as failed
+                results[tp] = (Errors.NONE, None)
         if request.share_session_epoch == FINAL_EPOCH:
             await self._close_session(request.group_id, request.member_id)
         topics: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
@@ -496,6 +499,9 @@ class SharePartitionManager:
         work = {tp: batches for tp, batches in parsed.acks.items() if batches}
         if not work:
             return {}
+        if len(work) == 1:  # no task needed
+            [(tp, batches)] = work.items()
+            return {tp: await self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)}
         outcomes = await asyncio.gather(*(self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)
                                           for tp, batches in work.items()))
         return dict(zip(work, outcomes))
