@@ -9,20 +9,6 @@ from .config import ShareGroupConfig
 from .config import BrokerConfig
 from .errors import Errors, ShareError
 from .persistence import Persister
-from .logs import LogBatch, LogRead, PartitionLogs
-from .share_messages import (
-    AcknowledgePartition,
-    AcknowledgeTopic,
-    FetchPartition,
-    FetchTopic,
-    ForgottenTopic,
-    ShareAcknowledgeRequest,
-    ShareAcknowledgeResponse,
-    ShareAcquireMode,
-    ShareFetchPartitionData,
-    ShareFetchRequest,
-    ShareFetchResponse,
-)
 from .types import (
     AbortedTransaction,
     AcknowledgeType,
@@ -77,6 +63,27 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+_LAZY_LAYER0 = {
+    **dict.fromkeys(("LogBatch", "LogRead", "PartitionLogs"), "logs"),
+    **dict.fromkeys(
+        (
+            "AcknowledgePartition",
+            "AcknowledgeTopic",
+            "FetchPartition",
+            "FetchTopic",
+            "ForgottenTopic",
+            "ShareAcknowledgeRequest",
+            "ShareAcknowledgeResponse",
+            "ShareAcquireMode",
+            "ShareFetchPartitionData",
+            "ShareFetchRequest",
+            "ShareFetchResponse",
+        ),
+        "share_messages",
+    ),
+}
+
+
 def __getattr__(name):  # lazy: importing the vocabulary must not require the native build
     if name == "InFlightTracker":
         from .tracker import InFlightTracker
@@ -86,6 +93,10 @@ def __getattr__(name):  # lazy: importing the vocabulary must not require the na
         from .partition import SharePartition
 
         return SharePartition
+    if name in _LAZY_LAYER0:  # the embedding API's vocabulary, loaded on first use
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY_LAYER0[name]}", __name__), name)
     if name == "SharePartitionManager":
         from .manager import SharePartitionManager
 

@@ -54,9 +54,9 @@ def test_ack_errors_are_per_partition_and_the_fetch_still_runs():
         async with h.mgr as mgr:
             await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
             r = await mgr.share_fetch(fetch_request("m1", 1, [
-                (T1, 0, [(0, 1, ACCEPT), (2, 2, 9)]),      # unknown type: nothing of the partition applied
-                (T1, 1, [(0, 1, ACCEPT)]),                  # nothing acquired there: INVALID_RECORD_STATE
-                (T2, 0, [(0, 0, RENEW)]),                   # RENEW outside a renew-ack request
+                (T1, 0, [(0, 1, ACCEPT), (2, 2, 9)]),  # unknown type: nothing of the partition applied
+                (T1, 1, [(0, 1, ACCEPT)]),  # the share-partition is not loaded yet
+                (T2, 0, [(0, 0, RENEW)]),  # RENEW outside a renew-ack request
             ]))
             assert r.partition(T1, 0).acknowledge_error_code is Errors.INVALID_REQUEST
             assert r.partition(T2, 0).acknowledge_error_code is Errors.INVALID_REQUEST
@@ -119,7 +119,8 @@ def test_response_ships_exactly_the_log_batches_holding_acquired_offsets_as_the_
 
 def test_record_limit_acquire_mode_caps_max_records():
     async def main():
-        h = Harness(coordinator=Configs(g2=ShareGroupConfig(record_lock_duration_ms=LOCK_MS, acquire_mode="record_limit")))
+        record_limit = ShareGroupConfig(record_lock_duration_ms=LOCK_MS, acquire_mode="record_limit")
+        h = Harness(coordinator=Configs(g2=record_limit))
         h.partition(T1, 0, batches=[5, 5, 5])
         h.persister.seed("g2", T1, 0, state_epoch=0, start_offset=0, state_batches=[])
         async with h.mgr as mgr:
@@ -156,25 +157,27 @@ def test_renew_ack_fetch_restarts_locks_and_acquires_nothing():
     async def main():
         h = Harness()
         h.partition(T1, 0, batches=[4])
-        async with h.mgr as mgr:
-            await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
-            sp = mgr.share_partition(GROUP, T1, 0)
-            h.clock.advance(20_000)
-            h.append(T1, 0, 3)
-            r = await mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, RENEW)])], is_renew_ack=True,
-                                                    max_records=0, min_bytes=0, max_bytes=0))
-            assert r.error_code is Errors.NONE and r.partition(T1, 0).acknowledge_error_code is Errors.NONE
-            assert r.acquired_count == 0 and sp.end_offset == 4  # the renew fetch acquired nothing
-            r = await mgr.share_acknowledge(ack_request("m1", 2, [(T1, 0, [(0, 0, RENEW)])]))
-            assert r.partition(T1, 0).error_code is Errors.INVALID_REQUEST  # RENEW needs IsRenewAck
-            h.clock.advance(10_000)  # the first lock's deadline: renewed, so nothing is due
-            assert await mgr.expire_due_locks() == 0
-            assert sp.record_state(0)[:3] == (RecordState.ACQUIRED, 1, "m1")
-            r = await mgr.share_acknowledge(ack_request("m1", 3, [(T1, 0, [(0, 1, RENEW)])], is_renew_ack=True))
-            assert r.partition(T1, 0).error_code is Errors.NONE
-            h.clock.advance(20_000)  # the first renewal's deadline: 2-3 expire, 0-1 were renewed again
-            assert await mgr.expire_due_locks() == 2
-            assert [sp.record_state(o).state for o in range(4)] == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+        mgr = h.mgr  # not started: this test runs the lock timer's passes itself
+        await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
+        sp = mgr.share_partition(GROUP, T1, 0)
+        h.clock.advance(20_000)
+        h.append(T1, 0, 3)
+        r = await mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, RENEW)])], is_renew_ack=True,
+                                                max_records=0, min_bytes=0, max_bytes=0))
+        assert r.error_code is Errors.NONE and r.partition(T1, 0).acknowledge_error_code is Errors.NONE
+        assert r.acquired_count == 0 and sp.end_offset == 4  # the renew fetch acquired nothing
+        r = await mgr.share_acknowledge(ack_request("m1", 2, [(T1, 0, [(0, 0, RENEW)])]))
+        assert r.partition(T1, 0).error_code is Errors.INVALID_REQUEST  # RENEW needs IsRenewAck
+        h.clock.advance(10_000)  # the first lock's deadline: renewed, so nothing is due
+        assert await mgr.expire_due_locks() == 0
+        assert sp.record_state(0)[:3] == (RecordState.ACQUIRED, 1, "m1")
+        r = await mgr.share_acknowledge(ack_request("m1", 3, [(T1, 0, [(0, 1, RENEW)])], is_renew_ack=True))
+        assert r.partition(T1, 0).error_code is Errors.NONE
+        h.clock.advance(20_000)  # the first renewal's deadline: 2-3 expire, 0-1 were renewed again
+        assert await mgr.expire_due_locks() == 2
+        states = [sp.record_state(o).state for o in range(4)]
+        assert states == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+        await mgr.close()
 
     run(main())
 
@@ -275,5 +278,30 @@ def test_a_moved_log_start_is_pushed_into_the_share_partition_before_reading():
             assert acquired(r, T1, 0) == [(6, 7, 1)]
             sp = mgr.share_partition(GROUP, T1, 0)
             assert sp.start_offset == 6 and sp.record_state(1) is None
+
+    run(main())
+
+
+def test_read_committed_groups_get_no_aborted_or_open_transaction_records_and_no_markers():
+    async def main():
+        committed = ShareGroupConfig(record_lock_duration_ms=LOCK_MS, isolation_level="read_committed")
+        h = Harness(coordinator=Configs(committed))
+        h.partition(T1, 0)
+        now = h.clock.now_ms()
+        h.logs.append(T1, 0, 3, now, producer_id=7, is_transactional=True)  # 0-2, aborted below
+        h.logs.end_transaction(T1, 0, 7, commit=False, timestamp_ms=now)  # marker at 3
+        h.logs.append(T1, 0, 2, now)  # 4-5
+        h.logs.append(T1, 0, 2, now, producer_id=8, is_transactional=True)  # 6-7, still open
+        h.logs.append(T1, 0, 1, now)  # 8: above the last stable offset
+        async with h.mgr as mgr:
+            r = await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
+            data = r.partition(T1, 0)
+            assert acquired(r, T1, 0) == [(4, 5, 1)]
+            assert [(b.base_offset, b.last_offset) for b in data.records] == [(4, 5)]
+            h.logs.end_transaction(T1, 0, 8, commit=True, timestamp_ms=now)  # marker at 9
+            r = await mgr.share_fetch(fetch_request("m1", 1))
+            assert acquired(r, T1, 0) == [(6, 8, 1)]
+            sp = mgr.share_partition(GROUP, T1, 0)
+            assert sp.start_offset == 4  # the aborted records and the marker were archived, never delivered
 
     run(main())

@@ -277,3 +277,47 @@ def test_purgatory_wakes_only_the_watchers_of_one_partition_and_one_group():
         assert purgatory.close() == 6 and waiters[9].future.result() is WaitOutcome.CLOSED
 
     run(main())
+
+
+def test_concurrent_waiting_fetches_of_one_partition_never_share_a_record():
+    async def main():
+        h = Harness()
+        h.partition(T1, 0)
+        async with h.mgr as mgr:
+            members = [f"m{i}" for i in range(4)]
+            for m in members:
+                await opened(h, m, [(T1, 0)])
+            tasks = [asyncio.ensure_future(mgr.share_fetch(fetch_request(m, 1, max_wait_ms=10_000, max_records=2)))
+                     for m in members]
+            await until(lambda: mgr.waiting_fetch_count == 4)
+            for _ in range(3):
+                h.append(T1, 0, 2)  # three producer batches: three of the four fetches get one each
+            await until(lambda: sum(t.done() for t in tasks) == 3 and mgr.waiting_fetch_count == 1)
+            got = {m: acquired(t.result(), T1, 0) for m, t in zip(members, tasks) if t.done()}
+            assert sorted(r for rs in got.values() for r in rs) == [(0, 1, 1), (2, 3, 1), (4, 5, 1)]
+            sp = mgr.share_partition(GROUP, T1, 0)
+            for m, ranges in got.items():
+                assert all(sp.record_state(o).member_id == m for f, l, _dc in ranges for o in range(f, l + 1))
+            last = next(t for t in tasks if not t.done())
+            h.append(T1, 0, 1)
+            assert acquired(await answer(last), T1, 0) == [(6, 6, 1)]
+            mgr._check()
+
+    run(main())
+
+
+def test_a_fetch_waiting_when_its_member_leaves_answers_session_not_found_without_acquiring():
+    async def main():
+        h = Harness()
+        h.partition(T1, 0)
+        async with h.mgr as mgr:
+            await opened(h, "m1", [(T1, 0)])
+            task = asyncio.ensure_future(mgr.share_fetch(fetch_request("m1", 1, max_wait_ms=10_000)))
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            await mgr.member_left(GROUP, "m1")
+            h.append(T1, 0, 2)
+            r = await answer(task)
+            assert (r.error_code, r.responses) == (Errors.SHARE_SESSION_NOT_FOUND, [])
+            assert mgr.share_partition(GROUP, T1, 0).record_state(0) is None  # nothing acquired for it
+
+    run(main())

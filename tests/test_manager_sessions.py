@@ -182,8 +182,9 @@ def test_share_acknowledge_epoch_rules():
             r = await mgr.share_acknowledge(ack_request("m1", 2, [(T1, 0, [(0, 0, ACCEPT)])]))
             assert r.error_code is Errors.INVALID_SHARE_SESSION_EPOCH
             assert mgr.share_partition(GROUP, T1, 0).start_offset == 0  # refused: nothing applied
-            r = await mgr.share_acknowledge(ack_request("m1", 1, [(T1, 0, [(0, 0, ACCEPT)])]))
+            r = await mgr.share_acknowledge(ack_request("m1", 1, [(T1, 0, [(0, 0, ACCEPT)]), (T2, 0, [])]))
             assert r.error_code is Errors.NONE and r.partition(T1, 0).error_code is Errors.NONE
+            assert r.partition(T2, 0).error_code is Errors.NONE  # sent without batches: still answered
             assert r.acquisition_lock_timeout_ms == LOCK_MS
             assert mgr.sessions.get(GROUP, "m1").epoch == 2  # ShareAcknowledge advances the epoch too
             assert (await mgr.share_fetch(fetch_request("m1", 1))).error_code is Errors.INVALID_SHARE_SESSION_EPOCH

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-from typing import Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from ..clock import Clock, ClockTimer, call_at
 
@@ -45,7 +45,7 @@ class LockTimer:
     `expire_due()` runs one pass directly (the service runs the same pass; passes never overlap).
     """
 
-    def __init__(self, clock: Clock, expire: Callable[[TimedPartition], Awaitable[int]]) -> None:
+    def __init__(self, clock: Clock, expire: Callable[[Any], Awaitable[int]]) -> None:
         self._clock = clock
         self._expire = expire
         self._heap: list[tuple[int, int, TimedPartition]] = []

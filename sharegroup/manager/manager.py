@@ -41,7 +41,8 @@ from ..share_messages import (
     ShareFetchResponse,
     ShareFetchTopicResponse,
 )
-from ..types import AcknowledgementBatch, AcquiredRecords
+from ..types import AcknowledgementBatch
+from .batches import batches_holding, counts_by_type, whole_batches_within
 from .delayed_fetch import DelayedFetchPurgatory, WaitOutcome
 from .lock_timer import LockTimer
 from .observer import GroupConfigSource, ManagerObserver
@@ -233,7 +234,7 @@ class SharePartitionManager:
         except ShareError as exc:
             if exc.error is Errors.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
                 # As Kafka: hold the refusal for MaxWaitMs so a full broker is not hammered.
-                await self._purgatory.watch(group_id, (), self.clock.now_ms() + request.max_wait_ms).future
+                await self._wait(group_id, [], self.clock.now_ms() + request.max_wait_ms)
             return ShareFetchResponse(error_code=exc.error, error_message=exc.message)
         config = self.group_config(group_id)
         ack_results = await self._acknowledge(group_id, member_id, parsed, request.is_renew_ack)
@@ -260,11 +261,11 @@ class SharePartitionManager:
             if context.listed(tp, bool(item.acquired_records), item.error_code is not Errors.NONE):
                 listed[tp] = item
         for tp, (code, message) in ack_results.items():
-            item = listed.get(tp)
-            if item is None:
-                item = listed[tp] = ShareFetchPartitionData(tp[1])
-            item.acknowledge_error_code = code
-            item.acknowledge_error_message = message
+            entry = listed.get(tp)
+            if entry is None:
+                entry = listed[tp] = ShareFetchPartitionData(tp[1])
+            entry.acknowledge_error_code = code
+            entry.acknowledge_error_message = message
         topics: dict[uuid.UUID, ShareFetchTopicResponse] = {}
         for (topic_id, _p), item in listed.items():
             topic = topics.get(topic_id)
@@ -298,12 +299,21 @@ class SharePartitionManager:
         group_id = request.group_id
         data: dict[TopicPartition, ShareFetchPartitionData] = {}
         entries: dict[TopicPartition, SharePartitionEntry] = {}
-        resolved = await asyncio.gather(*(self._resolve(group_id, tp) for tp in order))
-        for tp, result in zip(order, resolved):
-            if isinstance(result, SharePartitionEntry):
-                entries[tp] = result
+        cache = self._partitions
+        to_load = []
+        for tp in order:  # the common case needs no await: the share-partition is loaded and active
+            entry = cache.get(group_id, tp[0], tp[1])
+            if entry is not None and entry.sp.status is SharePartitionStatus.ACTIVE:
+                entries[tp] = entry
             else:
-                data[tp] = ShareFetchPartitionData(tp[1], error_code=result.error, error_message=result.message)
+                to_load.append(tp)
+        if to_load:  # initialize the others concurrently
+            resolved = await asyncio.gather(*(self._resolve(group_id, tp) for tp in to_load))
+            for tp, result in zip(to_load, resolved):
+                if isinstance(result, SharePartitionEntry):
+                    entries[tp] = result
+                else:
+                    data[tp] = ShareFetchPartitionData(tp[1], error_code=result.error, error_message=result.message)
         if not entries or request.max_records == 0 or request.max_bytes == 0:
             return data
         deadline_ms = self.clock.now_ms() + request.max_wait_ms
@@ -414,16 +424,18 @@ class SharePartitionManager:
             read = self._read(entry, max_bytes)
         if isinstance(read, ShareError):
             return ShareFetchPartitionData(partition, error_code=read.error, error_message=read.message)
-        batches = read.batches
+        batches: Sequence[LogBatch] = read.batches
         if not batches:
             return ShareFetchPartitionData(partition)
         sp = entry.sp
         fetch_offset = sp.next_fetch_offset()
         if request.share_acquire_mode == ShareAcquireMode.RECORD_LIMIT and sp.config.acquire_mode != "record_limit":
-            batches = _whole_batches_within(batches, fetch_offset, budget)
+            batches = whole_batches_within(batches, fetch_offset, budget)
         try:
+            # A LogBatch's first five fields are a FetchedBatch's, all the tracker reads (by index), so
+            # the log's batches are passed as they are, without building a header per batch.
             acquired = sp.acquire(
-                request.member_id, batches, max_records=budget, fetch_offset=fetch_offset,
+                request.member_id, batches, max_records=budget, fetch_offset=fetch_offset,  # type: ignore[arg-type]
                 batch_size=request.batch_size or None, aborted_transactions=read.aborted_transactions,
             )
         except ShareError as exc:
@@ -439,7 +451,7 @@ class SharePartitionManager:
             held = self._held[member_key] = {}
         held[entry] = None
         self.observer.records_acquired(entry.group_id, entry.topic_id, partition, acquired)
-        return ShareFetchPartitionData(partition, records=_batches_holding(batches, acquired),
+        return ShareFetchPartitionData(partition, records=batches_holding(batches, acquired),
                                        acquired_records=tuple(acquired))
 
     # -- ShareAcknowledge ------------------------------------------------------------------------------
@@ -462,6 +474,9 @@ class SharePartitionManager:
         except ShareError as exc:
             return ShareAcknowledgeResponse(error_code=exc.error, error_message=exc.message)
         results = await self._acknowledge(request.group_id, request.member_id, parsed, request.is_renew_ack)
+        for tp, batches in parsed.acks.items():  # a partition sent without batches is answered too:
+            if not batches:  # a client treats a partition missing from the answer as failed
+                results[tp] = (Errors.NONE, None)
         if request.share_session_epoch == FINAL_EPOCH:
             await self._close_session(request.group_id, request.member_id)
         topics: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
@@ -484,6 +499,9 @@ class SharePartitionManager:
         work = {tp: batches for tp, batches in parsed.acks.items() if batches}
         if not work:
             return {}
+        if len(work) == 1:  # no task needed
+            [(tp, batches)] = work.items()
+            return {tp: await self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)}
         outcomes = await asyncio.gather(*(self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)
                                           for tp, batches in work.items()))
         return dict(zip(work, outcomes))
@@ -510,7 +528,7 @@ class SharePartitionManager:
             if exc.error in DROPPING_ERRORS or entry.sp.status is SharePartitionStatus.FENCED:
                 self._drop(entry, exc.error)
             return exc.error, exc.message
-        self.observer.records_acknowledged(group_id, topic_id, partition, _counts_by_type(batches))
+        self.observer.records_acknowledged(group_id, topic_id, partition, counts_by_type(batches))
         self._purgatory.wake_share_partition(group_id, topic_id, partition)
         return Errors.NONE, None
 
@@ -564,39 +582,3 @@ class SharePartitionManager:
     def _on_fetches_expired(self, count: int) -> None:
         self.observer.fetches_expired(count)
 
-
-def _whole_batches_within(batches: Sequence[LogBatch], fetch_offset: int, budget: int) -> Sequence[LogBatch]:
-    """For a record-limit request on a share-partition configured batch-optimized: the leading batches
-    whose records from `fetch_offset` on fit `budget`, so the soft limit cannot overshoot. The first
-    batch is always offered (a producer batch larger than the budget is otherwise never delivered)."""
-    total = 0
-    for i, batch in enumerate(batches):
-        total += batch.last_offset - max(batch.base_offset, fetch_offset) + 1
-        if total > budget:
-            return batches[: max(1, i)]
-    return batches
-
-
-def _batches_holding(batches: Sequence[LogBatch], acquired: Sequence[AcquiredRecords]) -> tuple[LogBatch, ...]:
-    """The read batches that hold at least one acquired offset, in log order (both inputs ascend)."""
-    out = []
-    i, n = 0, len(acquired)
-    for batch in batches:
-        while i < n and acquired[i][1] < batch.base_offset:
-            i += 1
-        if i == n:
-            break
-        if acquired[i][0] <= batch.last_offset:
-            out.append(batch)
-    return tuple(out)
-
-
-def _counts_by_type(batches: Sequence[AcknowledgementBatch]) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for first, last, types in batches:
-        if len(types) == 1:
-            counts[types[0]] = counts.get(types[0], 0) + last - first + 1
-        else:
-            for t in types:
-                counts[t] = counts.get(t, 0) + 1
-    return counts

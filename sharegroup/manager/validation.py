@@ -50,15 +50,18 @@ def _identity(group_id: object, member_id: object, epoch: object) -> None:
 
 
 def _batch(raw: object) -> AcknowledgementBatch:
+    first: object
+    last: object
+    raw_types: object
     try:
-        first, last, types = raw  # type: ignore[misc]
-        types = tuple(types)
+        first, last, raw_types = raw  # type: ignore[misc]
+        types: tuple = tuple(raw_types)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ShareError(Errors.INVALID_REQUEST, f"not an acknowledgement batch: {raw!r}") from None
     for value in (first, last, *types):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ShareError(Errors.INVALID_REQUEST, f"acknowledgement batch fields must be integers: {raw!r}")
-    return AcknowledgementBatch(first, last, types)
+    return AcknowledgementBatch(first, last, types)  # type: ignore[arg-type]  # checked ints above
 
 
 def _topics(topics: object, what: str) -> Iterable[tuple[uuid.UUID, object]]:
