@@ -31,7 +31,7 @@ import msgpack
 
 from sharegroup.clock import Clock, SystemClock
 from sharegroup.errors import Errors, ShareError
-from sharegroup.types import PartitionState, StateBatch, StateSummary
+from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, PartitionState, StateBatch, StateSummary
 
 from .combiner import combine, is_canonical, merge_canonical
 from .frame_codec import KIND_CHECKPOINT, KIND_DELTA, KeyTable, frame_codec
@@ -51,7 +51,6 @@ from .validation import (
     GROUP_ID_BYTES_MAX,
     INT32_MAX,
     INT64_MAX,
-    PERSISTED_DELIVERY_STATES,
     check_delivery_complete_count,
     check_epoch,
     check_key,
@@ -1025,7 +1024,7 @@ class ShareCoordinator:
                 first, last, state, count = batch
                 assert type(batch) is StateBatch and 0 <= first <= last, batch
                 assert s.start_offset == -1 or first >= s.start_offset, (batch, s.start_offset)
-                assert state in PERSISTED_DELIVERY_STATES and 0 <= count <= 2**15 - 1, batch
+                assert state in RECORD_STATE_IDS and 0 <= count <= DELIVERY_COUNT_MAX, batch
                 if previous is not None:
                     assert previous.last_offset < first, "batches must be sorted and disjoint"
                     assert not (

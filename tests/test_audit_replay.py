@@ -257,6 +257,29 @@ def test_a_checkpoint_that_resurrects_a_terminal_offset_is_a_violation_unless_it
     assert rules_of(base + [checkpoint(1, 1, start=0, batches=[], create=9, write=9)]) == []
 
 
+def test_acquired_runs_are_accepted_and_combined_by_count_then_state():
+    """Every record state, ACQUIRED (1) included, is a valid delivery state, as in the coordinator."""
+    rows = [
+        checkpoint(0, batches=[(0, 9, 1, 1)]),
+        delta(1, batches=[(0, 2, 0, 1), (5, 14, 1, 2)]),
+        delta(2, batches=[(3, 4, 2, 1)]),
+    ]
+    auditor = KeyAuditor(K1, AuditOptions(), 0)
+    result = auditor.apply_all(rows)
+    assert result.violations == []
+    assert result.final.state_batches == (
+        StateBatch(0, 2, 1, 1),
+        StateBatch(3, 4, 2, 1),
+        StateBatch(5, 14, 1, 2),
+    )
+    assert rules_of(rows + [delta(3, batches=[(0, 0, 3, 1)])]) == [(3, Rule.BATCHES)]  # 3 is no state
+
+
+def test_a_terminal_offset_acquired_again_is_a_violation():
+    rows = [checkpoint(0, batches=[(0, 4, 2, 1)]), delta(1, batches=[(2, 2, 1, 2)])]
+    assert rules_of(rows) == [(1, Rule.TERMINAL)]
+
+
 def test_a_tombstone_starts_a_new_life_and_a_delta_after_it_is_a_violation():
     rows = [checkpoint(0, 3, se=2, le=5, start=100), (1, KIND_TOMBSTONE), checkpoint(2, 0, se=0, le=0, start=0)]
     assert rules_of(rows) == []

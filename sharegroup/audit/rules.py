@@ -28,7 +28,7 @@ import enum
 from typing import Iterable, NamedTuple, Sequence
 
 from persister.combiner import combine
-from sharegroup.types import StateBatch
+from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, TERMINAL_STATE_IDS, RecordState, StateBatch
 
 __all__ = [
     "KIND_CHECKPOINT",
@@ -49,16 +49,12 @@ KIND_CHECKPOINT = 0
 KIND_DELTA = 1
 KIND_TOMBSTONE = 2
 
-AVAILABLE = 0
-TERMINAL_STATES = frozenset({2, 4})  # ACKNOWLEDGED, ARCHIVED
-PERSISTED_STATES = frozenset({0, 2, 4})  # ACQUIRED (1) is never persisted; ARCHIVING (3) is unused
 
 # Kafka's group.share.delivery.count.limit is at most 10, so a valid log passes under any valid group
 # configuration with the default; pass the group's own limit for a tighter check.
 DELIVERY_COUNT_LIMIT_DEFAULT = 10
 RECORDS_PER_SNAPSHOT_DEFAULT = 500  # share.coordinator.snapshot.update.records.per.snapshot
 RECORDS_PER_SNAPSHOT_MAX = 500
-DELIVERY_COUNT_MAX = 2**15 - 1
 
 # A key's start-offset progress keeps at most this many points for the picture (every change is kept
 # until then; beyond it the series is thinned evenly, always keeping the last point).
@@ -93,9 +89,9 @@ RULE_DESCRIPTIONS: dict[Rule, str] = {
     Rule.START_OFFSET: "the start offset never moves backwards, except at a re-initialization",
     Rule.STATE_EPOCH: "the state epoch never decreases",
     Rule.LEADER_EPOCH: "the leader epoch never decreases, except at a re-initialization",
-    Rule.BATCHES: "state batches are sorted, disjoint and carry a persisted delivery state (0, 2 or 4)",
+    Rule.BATCHES: "state batches are sorted, disjoint and carry a record state (0, 1, 2 or 4)",
     Rule.DELIVERY_COUNT: "delivery counts stay within the delivery count limit",
-    Rule.TERMINAL: "an ACKNOWLEDGED or ARCHIVED offset never becomes AVAILABLE again (until a "
+    Rule.TERMINAL: "an ACKNOWLEDGED or ARCHIVED offset never becomes AVAILABLE or ACQUIRED again (until a "
     "re-initialization resets the share-partition)",
     Rule.DELTAS_BETWEEN_CHECKPOINTS: "no more than N deltas lie between two checkpoints of a key",
 }
@@ -169,6 +165,10 @@ class KeyResult:
     replay: tuple | None = None
     progress: list = dataclasses.field(default_factory=list)
     delivery_counts_written: dict = dataclasses.field(default_factory=dict)  # count -> offsets in delta batches
+
+
+def _state_name(state: int) -> str:
+    return RecordState(state).name if state in RECORD_STATE_IDS else str(state)
 
 
 def _describe(batch: Sequence[int]) -> str:
@@ -439,7 +439,7 @@ class KeyAuditor:
         new_start = self.start_offset if start_offset == -1 else start_offset
         new_batches = combine(self.batches, batches, new_start)
         for batch in batches:
-            if batch[2] == AVAILABLE:
+            if batch[2] not in TERMINAL_STATE_IDS:
                 self._check_terminal(offset, self.batches, new_batches)
                 break
         self.start_offset = new_start
@@ -478,7 +478,7 @@ class KeyAuditor:
                 histogram[count] = histogram.get(count, 0) + last - first + 1
             if previous is not None and first <= previous[1] and bad_order is None:
                 bad_order = (previous, batch)
-            if state not in PERSISTED_STATES and bad_state is None:
+            if state not in RECORD_STATE_IDS and bad_state is None:
                 bad_state = batch
             if count > limit and bad_count is None:
                 bad_count = batch
@@ -489,7 +489,7 @@ class KeyAuditor:
             self._violation(offset, Rule.BATCHES, f"state batch {_describe(b)} {how} {_describe(a)}")
         if bad_state is not None:
             self._violation(
-                offset, Rule.BATCHES, f"state batch {_describe(bad_state)} has a delivery state that is never persisted"
+                offset, Rule.BATCHES, f"state batch {_describe(bad_state)} has a delivery state that is no record state"
             )
         if bad_count is not None:
             self._violation(
@@ -499,23 +499,25 @@ class KeyAuditor:
             )
 
     def _check_terminal(self, offset: int, old: Sequence, new: Sequence) -> None:
-        """Report the first offset that is terminal in `old` and AVAILABLE in `new`. O(b log b)."""
-        terminal = sorted((b[0], b[1]) for b in old if b[2] in TERMINAL_STATES)
+        """Report the first offset that is terminal in `old` and not in `new` (AVAILABLE or ACQUIRED
+        again). O(b log b)."""
+        terminal = sorted((b[0], b[1]) for b in old if b[2] in TERMINAL_STATE_IDS)
         if not terminal:
             return
-        available = sorted((b[0], b[1]) for b in new if b[2] == AVAILABLE)
+        available = sorted((b[0], b[1]) for b in new if b[2] not in TERMINAL_STATE_IDS)
         i = j = 0
         while i < len(terminal) and j < len(available):
             t_first, t_last = terminal[i]
             a_first, a_last = available[j]
             lo, hi = max(t_first, a_first), min(t_last, a_last)
             if lo <= hi:
-                was = next(b for b in old if b[2] in TERMINAL_STATES and b[0] <= lo <= b[1])
+                was = next(b for b in old if b[2] in TERMINAL_STATE_IDS and b[0] <= lo <= b[1])
+                now = next(b for b in new if b[2] not in TERMINAL_STATE_IDS and b[0] <= lo <= b[1])
                 self._violation(
                     offset,
                     Rule.TERMINAL,
-                    f"offsets {lo}..{hi} were {'ACKNOWLEDGED' if was[2] == 2 else 'ARCHIVED'} "
-                    f"(count {was[3]}) and become AVAILABLE again",
+                    f"offsets {lo}..{hi} were {RecordState(was[2]).name} (count {was[3]}) and become "
+                    f"{_state_name(now[2])} again",
                 )
                 return
             if t_last < a_last:
