@@ -37,7 +37,7 @@ from persister.records import (
 from sharegroup.types import StateBatch
 
 PURE_ONLY = os.environ.get("SHAREGROUP_PUREPYTHON") == "1"
-native_only = pytest.mark.skipif(PURE_ONLY, reason="the native codec is not built in the pure pass")
+native_only = pytest.mark.skipif(PURE_ONLY, reason="the pure pass (SHAREGROUP_PUREPYTHON=1) runs the pure twin only")
 
 
 def _twins():
