@@ -44,6 +44,8 @@ __all__ = [
     "FORMAT_VERSION",
     "FRAME_HEADER_BYTES",
     "MAX_FRAME_BYTES",
+    "check_encoded_key",
+    "unflatten_batches",
 ]
 
 RECORD_TYPE_CHECKPOINT = 0  # also the type of a tombstone (as Kafka's ShareSnapshotKey, apiKey 0)
@@ -183,7 +185,7 @@ def encode_record(key: StateKey, value: ShareRecord) -> bytes:
     try:
         record_type, encoded_value = _encode_value(value)
         encoded_key = [group_id, topic_id.bytes, _plain(partition)]
-        _check_key(encoded_key)
+        check_encoded_key(encoded_key)
     except RecordDecodeError as exc:
         raise ValueError(f"cannot encode record: {exc}") from None
     payload = msgpack.packb([encoded_key, encoded_value], use_bin_type=True)
@@ -203,7 +205,7 @@ def encode_key(key: StateKey) -> bytes:
         raise TypeError(f"topic_id must be a uuid.UUID, not {type(topic_id).__name__}")
     encoded_key = [group_id, topic_id.bytes, _plain(partition)]
     try:
-        _check_key(encoded_key)
+        check_encoded_key(encoded_key)
     except RecordDecodeError as exc:
         raise ValueError(f"cannot encode record: {exc}") from None
     return msgpack.packb(encoded_key, use_bin_type=True)
@@ -377,7 +379,7 @@ def _decode_payload(record_type: int, payload) -> tuple[StateKey, ShareRecord]:
     if type(payload) is not list or len(payload) != 2:
         raise RecordDecodeError("a payload is a 2-element array [key, value]")
     encoded_key, encoded_value = payload
-    _check_key(encoded_key)
+    check_encoded_key(encoded_key)
     group_id, topic_bytes, partition = encoded_key
     key = StateKey(group_id, uuid.UUID(bytes=topic_bytes), partition)
     if encoded_value is None:
@@ -387,13 +389,14 @@ def _decode_payload(record_type: int, payload) -> tuple[StateKey, ShareRecord]:
     if record_type == RECORD_TYPE_CHECKPOINT:
         _check_checkpoint(encoded_value)
         *fields, flat = encoded_value
-        return key, ShareCheckpoint(*fields, _unflatten(flat))
+        return key, ShareCheckpoint(*fields, unflatten_batches(flat))
     _check_delta(encoded_value)
     *fields, flat = encoded_value
-    return key, ShareDelta(*fields, _unflatten(flat))
+    return key, ShareDelta(*fields, unflatten_batches(flat))
 
 
-def _unflatten(flat: list[int]) -> tuple[StateBatch, ...]:
+def unflatten_batches(flat) -> tuple[StateBatch, ...]:
+    """State batches from their stored form, a flat sequence (first, last, state, count, first, ...)."""
     it = iter(flat)
     return tuple(map(StateBatch, it, it, it, it))
 
@@ -420,7 +423,9 @@ _I32_MAX = _INT32[1]
 _I64_MIN, _I64_MAX = _INT64
 
 
-def _check_key(encoded_key) -> None:
+def check_encoded_key(encoded_key) -> None:
+    """Check a decoded msgpack key [group_id, topic_id bytes, partition]; RecordDecodeError if malformed.
+    The one definition of a well-formed stored key (recovery, both frame codecs and the audit use it)."""
     if type(encoded_key) is list and len(encoded_key) == 3:
         group_id, topic_bytes, partition = encoded_key
         if (

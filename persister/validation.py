@@ -17,6 +17,7 @@ from .records import StateKey
 
 __all__ = [
     "check_key",
+    "request_key",
     "check_epoch",
     "check_start_offset",
     "check_delivery_complete_count",
@@ -126,3 +127,18 @@ def fast_state_batches(batches) -> tuple[StateBatch, ...]:
         else:
             return batches if kind is tuple else tuple(batches)
     return tuple(check_state_batches(batches))
+
+
+def request_key(group_id, topic_id, partition) -> StateKey:
+    """`check_key` for the hot path: plain values take a fast branch, anything else `check_key` (same
+    errors)."""
+    if (
+        type(group_id) is str
+        and type(topic_id) is uuid.UUID
+        and type(partition) is int
+        and 0 <= partition <= INT32_MAX
+        and 0 < len(group_id) <= GROUP_ID_BYTES_MAX
+        and group_id.isascii()  # then its UTF-8 form is as long as it is
+    ):
+        return StateKey(group_id, topic_id, partition)
+    return check_key(group_id, topic_id, partition)

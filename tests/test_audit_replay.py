@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from persister import ShareCheckpoint, ShareCoordinator, ShareDelta
 from sharegroup.audit import AuditEnvironmentError, AuditOptions, FinalState, Rule, main, replay_log, run_audit
-from sharegroup.audit.rules import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, KeyAuditor
+from sharegroup.audit.rules import KeyAuditor
 from sharegroup.audit.synthetic import write_synthetic_log
 from sharegroup.clock import ManualClock
 from sharegroup.types import StateBatch
@@ -215,11 +215,11 @@ def test_reinitialization_may_move_the_start_offset_back_and_reset_the_leader_ep
 
 
 def checkpoint(offset, epoch=0, *, se=0, le=0, start=0, batches=(), create=5, write=5):
-    return (offset, KIND_CHECKPOINT, epoch, se, le, start, 0, create, write, tuple(StateBatch(*b) for b in batches))
+    return (offset, ShareCheckpoint(epoch, se, le, start, 0, create, write, tuple(StateBatch(*b) for b in batches)))
 
 
 def delta(offset, epoch=0, *, le=0, start=0, batches=()):
-    return (offset, KIND_DELTA, epoch, le, start, 0, tuple(StateBatch(*b) for b in batches))
+    return (offset, ShareDelta(epoch, le, start, 0, tuple(StateBatch(*b) for b in batches)))
 
 
 def rules_of(rows, options=AuditOptions(), log_start_offset=0):
@@ -281,7 +281,7 @@ def test_a_terminal_offset_acquired_again_is_a_violation():
 
 
 def test_a_tombstone_starts_a_new_life_and_a_delta_after_it_is_a_violation():
-    rows = [checkpoint(0, 3, se=2, le=5, start=100), (1, KIND_TOMBSTONE), checkpoint(2, 0, se=0, le=0, start=0)]
+    rows = [checkpoint(0, 3, se=2, le=5, start=100), (1, None), checkpoint(2, 0, se=0, le=0, start=0)]
     assert rules_of(rows) == []
     assert rules_of(rows[:2] + [delta(2, 3)]) == [(2, Rule.DELTA_EPOCH)]
 

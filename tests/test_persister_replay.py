@@ -1,11 +1,11 @@
-"""Bulk recovery (`ShareCoordinator._replay_log` over a log's decoded rows) equals replaying the same
+"""Bulk recovery (`persister.replay_log` over a log's decoded rows) equals replaying the same
 records one by one with `_replay`, on random histories: tombstones and keys coming back, checkpoints
 that re-initialize (lower leader epoch, the fences surviving), deltas with "unchanged" (-1) fields,
 start offsets that move backwards (which a coordinator never writes, but a log may hold), checkpoints
 whose batches are not in canonical form, and logs pruned so that keys begin with a delta.
 
 The one-by-one replay is the definition (it is what every write does); the bulk path folds the log per
-key and combines each key's deltas once (see `_replay_log` for why that is the same thing)."""
+key and combines each key's deltas once (see `persister.replay.replay_rows` for why that is the same thing)."""
 
 from __future__ import annotations
 
@@ -192,6 +192,6 @@ def test_an_entries_only_log_is_replayed_one_record_at_a_time():
     log = MemoryLog()
     log.append_now([(KEYS[0], ShareCheckpoint(0, 0, 0, 0, 0, 0, 0, []))])
     wrapper = EntriesOnly(log)
-    assert not hasattr(wrapper, "_read_rows")
+    assert not hasattr(wrapper, "read_rows")
     assert list(wrapper.read_all()) == [LogEntry(0, KEYS[0], ShareCheckpoint(0, 0, 0, 0, 0, 0, 0, []))]
     assert ShareCoordinator(wrapper)._dump() == ShareCoordinator(log)._dump()
