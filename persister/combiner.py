@@ -16,9 +16,6 @@ from sharegroup.types import StateBatch
 
 __all__ = ["combine", "is_canonical", "merge_canonical"]
 
-_INT64_MAX = 2**63 - 1
-_DELIVERY_COUNT_MAX = 2**15 - 1
-
 _BatchLike = Sequence[int]  # (first_offset, last_offset, delivery_state, delivery_count)
 
 

@@ -41,6 +41,7 @@ from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, Wri
 from .validation import (
     INT32_MAX,
     INT64_MAX,
+    RECORDS_PER_SNAPSHOT_MAX,
     check_delivery_complete_count,
     check_epoch,
     check_key,
@@ -52,7 +53,6 @@ from .validation import (
 
 __all__ = ["ShareCoordinator"]
 
-RECORDS_PER_SNAPSHOT_MAX = 500  # share.coordinator.snapshot.update.records.per.snapshot is in [0, 500]
 _UNINITIALIZED_EPOCH = 0
 
 
@@ -599,28 +599,29 @@ class ShareCoordinator:
 
     def _dump(self) -> dict[StateKey, tuple]:
         """Everything replay derives, per key, in a comparable form (for replay-equivalence tests)."""
-        return {key: ks.dump() for key, ks in self._states.items()}
+        return {key: key_state.dump() for key, key_state in self._states.items()}
 
     def _check(self) -> None:
         """Assert every invariant of the in-memory state (tests call it after each step)."""
         log_start, log_end = self._log.start_offset, self._log.end_offset
         assert 0 <= log_start <= log_end
-        for key, ks in self._states.items():
+        for key, key_state in self._states.items():
             assert type(key) is StateKey and key.partition >= 0, key
-            s = ks.state
-            assert type(s) is ShareCheckpoint, s
-            assert s.checkpoint_epoch >= 0 and s.state_epoch >= 0 and s.leader_epoch >= 0, s
-            assert ks.leader_epoch_max >= s.leader_epoch and ks.state_epoch_max >= s.state_epoch, ks
-            assert ks.deltas_since_checkpoint >= 0, ks
-            assert log_start <= ks.checkpoint_offset < log_end, (ks.checkpoint_offset, log_start, log_end)
-            assert log_start <= ks.pin_offset <= ks.checkpoint_offset, ks
-            assert ks.leader_fence_offset < log_end and ks.state_fence_offset < log_end, ks
-            assert s.start_offset >= -1 and s.delivery_complete_count >= -1, s
+            current = key_state.state
+            assert type(current) is ShareCheckpoint, current
+            assert current.checkpoint_epoch >= 0 and current.state_epoch >= 0 and current.leader_epoch >= 0, current
+            assert key_state.leader_epoch_max >= current.leader_epoch, key_state
+            assert key_state.state_epoch_max >= current.state_epoch, key_state
+            assert key_state.deltas_since_checkpoint >= 0, key_state
+            assert log_start <= key_state.checkpoint_offset < log_end, (key_state, log_start, log_end)
+            assert log_start <= key_state.pin_offset <= key_state.checkpoint_offset, key_state
+            assert key_state.leader_fence_offset < log_end and key_state.state_fence_offset < log_end, key_state
+            assert current.start_offset >= -1 and current.delivery_complete_count >= -1, current
             previous = None
-            for batch in s.state_batches:
+            for batch in current.state_batches:
                 first, last, state, count = batch
                 assert type(batch) is StateBatch and 0 <= first <= last, batch
-                assert s.start_offset == -1 or first >= s.start_offset, (batch, s.start_offset)
+                assert current.start_offset == -1 or first >= current.start_offset, (batch, current.start_offset)
                 assert state in RECORD_STATE_IDS and 0 <= count <= DELIVERY_COUNT_MAX, batch
                 if previous is not None:
                     assert previous.last_offset < first, "batches must be sorted and disjoint"
@@ -630,5 +631,5 @@ class ShareCoordinator:
                         and previous.delivery_count == count
                     ), "touching batches with equal state and count must be coalesced"
                 previous = batch
-            assert not ks.canonical or is_canonical(s.state_batches), ("not canonical", ks)
+            assert not key_state.canonical or is_canonical(current.state_batches), ("not canonical", key_state)
         self._pipeline._check(log_start)

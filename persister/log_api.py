@@ -68,7 +68,9 @@ class BulkRecordLog(RecordLog, Protocol):
     that overrides `append` (to delay or fail it, say) keeps the generic path through `append`.
     """
 
-    def enqueue(self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback: AppendCallback) -> bool:
+    def enqueue(
+        self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback: AppendCallback
+    ) -> bool:
         """Queue `frames` (the encoded `entries`) as one append, all or none; `callback` hears the
         outcome exactly once, possibly before this returns. False when the log is full: nothing was
         queued; await `wait_for_room()` and call again. Raises when the log refuses appends (closed

@@ -49,8 +49,9 @@ def all_cold_and_unchanged(key_states: Iterable[KeyState]) -> bool:
     round has nothing to do, so an idle coordinator does not rewrite itself forever. A cold checkpoint
     is told by its write time differing from its create time (`cold_checkpoint` keeps the create time)."""
     return all(
-        ks.deltas_since_checkpoint == 0 and ks.state.create_timestamp_ms != ks.state.write_timestamp_ms
-        for ks in key_states
+        key_state.deltas_since_checkpoint == 0
+        and key_state.state.create_timestamp_ms != key_state.state.write_timestamp_ms
+        for key_state in key_states
     )
 
 
@@ -59,7 +60,7 @@ def cold_keys(states: Mapping[StateKey, KeyState], now_ms: int, interval_ms: int
 
     "Last write" is the checkpoint's write timestamp, as in Kafka: deltas carry no time, and a key that
     only receives deltas pins the log just as much as an idle one."""
-    return [key for key, ks in states.items() if now_ms - ks.state.write_timestamp_ms >= interval_ms]
+    return [key for key, key_state in states.items() if now_ms - key_state.state.write_timestamp_ms >= interval_ms]
 
 
 def cold_checkpoint(key_state: KeyState | None, now_ms: int, interval_ms: int) -> ShareCheckpoint | None:

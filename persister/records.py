@@ -219,7 +219,7 @@ def encode_delta_frame(encoded_key: bytes, value: ShareDelta, pack=None) -> byte
     the generic checks when every field is a plain int in range (else it defers to the full checks, so
     it raises exactly when `encode_record` would). `pack` may be a `msgpack.Packer().pack` the caller
     owns (a Packer is not thread-safe)."""
-    checkpoint_epoch, leader_epoch, start_offset, dcc, batches = (
+    checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, batches = (
         value.checkpoint_epoch,
         value.leader_epoch,
         value.start_offset,
@@ -230,11 +230,11 @@ def encode_delta_frame(encoded_key: bytes, value: ShareDelta, pack=None) -> byte
         type(checkpoint_epoch) is int
         and type(leader_epoch) is int
         and type(start_offset) is int
-        and type(dcc) is int
+        and type(delivery_complete_count) is int
         and 0 <= checkpoint_epoch <= _INT32[1]
         and -1 <= leader_epoch <= _INT32[1]
         and -1 <= start_offset <= _INT64[1]
-        and -1 <= dcc <= _INT32[1]
+        and -1 <= delivery_complete_count <= _INT32[1]
     ):
         return _encode_delta_checked(encoded_key, value)
     flat: list = []
@@ -251,7 +251,7 @@ def encode_delta_frame(encoded_key: bytes, value: ShareDelta, pack=None) -> byte
         ):
             return _encode_delta_checked(encoded_key, value)
         flat += batch
-    payload = (pack or msgpack.packb)([checkpoint_epoch, leader_epoch, start_offset, dcc, flat])
+    payload = (pack or msgpack.packb)([checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, flat])
     body = _DELTA_BODY_HEAD + encoded_key + payload
     if len(body) > MAX_FRAME_BYTES:
         raise ValueError(f"record of {len(body)} bytes exceeds MAX_FRAME_BYTES ({MAX_FRAME_BYTES})")
@@ -445,57 +445,59 @@ def check_encoded_key(encoded_key) -> None:
 
 def _check_checkpoint(fields) -> None:
     if type(fields) is list and len(fields) == 8:
-        checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = fields
+        (checkpoint_epoch, state_epoch, leader_epoch, start_offset, delivery_complete_count, create_ms, write_ms,
+         flat) = fields
         if (
             type(checkpoint_epoch) is int
             and type(state_epoch) is int
             and type(leader_epoch) is int
             and type(start_offset) is int
-            and type(dcc) is int
+            and type(delivery_complete_count) is int
             and type(create_ms) is int
             and type(write_ms) is int
             and 0 <= checkpoint_epoch <= _I32_MAX
             and 0 <= state_epoch <= _I32_MAX
             and -1 <= leader_epoch <= _I32_MAX
             and -1 <= start_offset <= _I64_MAX
-            and -1 <= dcc <= _I32_MAX
+            and -1 <= delivery_complete_count <= _I32_MAX
             and _I64_MIN <= create_ms <= _I64_MAX
             and _I64_MIN <= write_ms <= _I64_MAX
             and _batches_ok(flat)
         ):
             return
     _require(type(fields) is list and len(fields) == 8, "a checkpoint value has 8 fields")
-    checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = fields
+    (checkpoint_epoch, state_epoch, leader_epoch, start_offset, delivery_complete_count, create_ms, write_ms,
+         flat) = fields
     _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
     _require(_int_in(state_epoch, (0, _INT32[1])), "state_epoch must be an int32 >= 0")
     _require(_int_in(leader_epoch, (-1, _INT32[1])), "leader_epoch must be an int32 >= -1")
     _require(_int_in(start_offset, (-1, _INT64[1])), "start_offset must be an int64 >= -1")
-    _require(_int_in(dcc, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
+    _require(_int_in(delivery_complete_count, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
     _require(_int_in(create_ms, _INT64) and _int_in(write_ms, _INT64), "timestamps must be int64")
     _check_batches(flat)
 
 
 def _check_delta(fields) -> None:
     if type(fields) is list and len(fields) == 5:
-        checkpoint_epoch, leader_epoch, start_offset, dcc, flat = fields
+        checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, flat = fields
         if (
             type(checkpoint_epoch) is int
             and type(leader_epoch) is int
             and type(start_offset) is int
-            and type(dcc) is int
+            and type(delivery_complete_count) is int
             and 0 <= checkpoint_epoch <= _I32_MAX
             and -1 <= leader_epoch <= _I32_MAX
             and -1 <= start_offset <= _I64_MAX
-            and -1 <= dcc <= _I32_MAX
+            and -1 <= delivery_complete_count <= _I32_MAX
             and _batches_ok(flat)
         ):
             return
     _require(type(fields) is list and len(fields) == 5, "a delta value has 5 fields")
-    checkpoint_epoch, leader_epoch, start_offset, dcc, flat = fields
+    checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, flat = fields
     _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
     _require(_int_in(leader_epoch, (-1, _INT32[1])), "leader_epoch must be an int32 >= -1")
     _require(_int_in(start_offset, (-1, _INT64[1])), "start_offset must be an int64 >= -1")
-    _require(_int_in(dcc, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
+    _require(_int_in(delivery_complete_count, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
     _check_batches(flat)
 
 

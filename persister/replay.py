@@ -170,7 +170,9 @@ def apply_record(key_state: KeyState | None, offset: int, record: ShareRecord) -
     raise TypeError(f"cannot replay a {type(record).__name__}")
 
 
-def replay_record(states: dict[StateKey, KeyState], offset: int, key: StateKey, record: ShareRecord) -> ShareCheckpoint | None:
+def replay_record(
+    states: dict[StateKey, KeyState], offset: int, key: StateKey, record: ShareRecord
+) -> ShareCheckpoint | None:
     """`apply_record` on the key's entry of `states` (added, changed or removed); return the key's
     state after the record (None after a tombstone)."""
     key_state = states.get(key)
@@ -275,12 +277,13 @@ def _fold_key_state(
     latest checkpoint, or the delta that created it), then the rows of the deltas after it, combined
     once when their start offsets never move backwards, one at a time otherwise."""
     if base[1] == KIND_CHECKPOINT:
-        _, _, checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = base
+        (_, _, checkpoint_epoch, state_epoch, leader_epoch, start_offset, delivery_complete_count, create_ms,
+         write_ms, flat) = base
         batches = unflatten_batches(flat)
         deltas_since_checkpoint = len(deltas)
         canonical = False  # a checkpoint read from a log is taken as it is, as `apply_record` takes it
     else:  # the delta that started the key, replayed as `apply_record` does
-        _, _, checkpoint_epoch, leader_epoch, start_offset, dcc, flat = base
+        _, _, checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, flat = base
         state_epoch = create_ms = write_ms = 0
         leader_epoch = leader_epoch if leader_epoch > 0 else 0
         batches = tuple(combine((), unflatten_batches(flat), start_offset))
@@ -289,14 +292,14 @@ def _fold_key_state(
     if deltas:
         base_start_offset = start_offset
         monotone = True
-        for _, _, _, delta_leader_epoch, delta_start_offset, delta_dcc, _ in deltas:
+        for _, _, _, delta_leader_epoch, delta_start_offset, delta_delivery_complete_count, _ in deltas:
             if delta_start_offset != -1:
                 if delta_start_offset < start_offset:
                     monotone = False
                 start_offset = delta_start_offset
             if delta_leader_epoch != -1:
                 leader_epoch = delta_leader_epoch
-            dcc = delta_dcc
+            delivery_complete_count = delta_delivery_complete_count
         if monotone:
             flat_all = [x for delta in deltas for x in delta[6]]
             batches = tuple(combine(batches, unflatten_batches(flat_all), start_offset))
@@ -310,7 +313,7 @@ def _fold_key_state(
     if not canonical:
         canonical = is_canonical(batches)
     state = new_checkpoint(
-        checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, batches
+        checkpoint_epoch, state_epoch, leader_epoch, start_offset, delivery_complete_count, create_ms, write_ms, batches
     )
     return KeyState(
         state,

@@ -26,11 +26,16 @@ __all__ = [
     "INT32_MAX",
     "INT64_MAX",
     "GROUP_ID_BYTES_MAX",
+    "RECORDS_PER_SNAPSHOT_DEFAULT",
+    "RECORDS_PER_SNAPSHOT_MAX",
 ]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 GROUP_ID_BYTES_MAX = 2**15 - 1  # Kafka strings carry an int16 length
+# share.coordinator.snapshot.update.records.per.snapshot: Kafka's default and bounds [0, 500].
+RECORDS_PER_SNAPSHOT_DEFAULT = 500
+RECORDS_PER_SNAPSHOT_MAX = 500
 
 
 def _invalid(message: str) -> ShareError:

@@ -286,6 +286,24 @@ def test_a_tombstone_starts_a_new_life_and_a_delta_after_it_is_a_violation():
     assert rules_of(rows[:2] + [delta(2, 3)]) == [(2, Rule.DELTA_EPOCH)]
 
 
+def test_the_audit_uses_only_public_names_of_persister():
+    """The audit shares the persister's replay and recovery rules through public functions; it never
+    reaches for a private name (nor keeps a copy of the rules)."""
+    import ast
+
+    audit_dir = os.path.join(REPO_ROOT, "sharegroup", "audit")
+    for name in sorted(os.listdir(audit_dir)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(audit_dir, name)) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("persister"):
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert not private, (name, node.module, private)
+                assert not any(part.startswith("_") for part in node.module.split(".")), (name, node.module)
+
+
 def test_rows_must_come_in_log_order():
     with pytest.raises(AssertionError):
         rules_of([checkpoint(5), delta(3)])

@@ -24,6 +24,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 from persister.records import ShareCheckpoint, ShareDelta
 from persister.replay import KeyState, apply_record
+from persister.validation import RECORDS_PER_SNAPSHOT_DEFAULT, RECORDS_PER_SNAPSHOT_MAX
 from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, TERMINAL_STATE_IDS, RecordState, StateBatch
 
 __all__ = [
@@ -42,8 +43,6 @@ __all__ = [
 # Kafka's group.share.delivery.count.limit is at most 10, so a valid log passes under any valid group
 # configuration with the default; pass the group's own limit for a tighter check.
 DELIVERY_COUNT_LIMIT_DEFAULT = 10
-RECORDS_PER_SNAPSHOT_DEFAULT = 500  # share.coordinator.snapshot.update.records.per.snapshot
-RECORDS_PER_SNAPSHOT_MAX = 500
 
 # A key's start-offset progress keeps at most this many points for the picture (every change is kept
 # until then; beyond it the series is thinned evenly, always keeping the last point).

@@ -23,7 +23,9 @@ from sharegroup.types import RecordState, StateBatch
 
 __all__ = ["write_synthetic_log"]
 
-AVAILABLE, ACKNOWLEDGED, ARCHIVED = RecordState.AVAILABLE.value, RecordState.ACKNOWLEDGED.value, RecordState.ARCHIVED.value
+AVAILABLE = int(RecordState.AVAILABLE)
+ACKNOWLEDGED = int(RecordState.ACKNOWLEDGED)
+ARCHIVED = int(RecordState.ARCHIVED)
 _RUNS_AHEAD_MAX = 6  # in-flight runs per share-partition: a small window, as with prompt consumers
 
 
