@@ -3,7 +3,7 @@
 `ShareCoordinator` holds every rule (validation, fencing, combining, checkpoint counting) and changes
 its state only by replaying the records it appends to a `RecordLog`; `InMemoryPersister` is that
 coordinator over a `MemoryLog`, with controls for tests; `LocalPersister` is the same coordinator over
-the durable `SegmentLog` (SPEC §3.2, §5). Depends on layer 0 only.
+the durable `SegmentLog`. Depends on layer 0 only.
 
 The replay rules (`KeyState`, `apply_record`, `replay_record`, `replay_log`) and the recovery rules
 the audit shares (`valid_frames_follow`, `parse_start_offset`, `parse_segment_file_name`) are public,

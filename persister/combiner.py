@@ -1,7 +1,7 @@
 """The state-batch combiner: merges persisted state batches into one sorted, disjoint, minimal list.
 
 Overlaps are resolved by priority, not by recency: on every offset the batch with the highest delivery
-count wins, then the highest delivery state (coordinator-facts §2.5). A later write with a lower
+count wins, then the highest delivery state (as Kafka's share coordinator combines state batches). A later write with a lower
 (count, state) therefore loses on the overlapping range, so a stale retry can never make an archived or
 acknowledged record available again with a lower count.
 """

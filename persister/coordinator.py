@@ -1,4 +1,4 @@
-"""`ShareCoordinator`: the share coordinator's requests and rules over a RecordLog (SPEC §5).
+"""`ShareCoordinator`: the share coordinator's requests and rules over a RecordLog.
 
 Every operation validates its request, builds at most one record per key, appends it to the log and,
 once the append is durable, replays it; replaying is the only way the in-memory state changes, so
@@ -12,7 +12,8 @@ append leaves the state untouched. The coordinator is four modules, one concern 
   (shared with the audit);
 - `persister.pruning`: which offsets are redundant and which keys are cold.
 
-The rules are Kafka's (coordinator-facts §1.2-1.3, §2.3-2.6) with the decisions noted where they
+The rules are those of Kafka's share coordinator (request validation and fencing, one record per
+write, a checkpoint every N deltas, replay, pruning) with the decisions noted where they
 differ: see `_next_record`, `read_state`, `persister.pruning` and `checkpoint_idle_keys`.
 """
 
@@ -504,7 +505,7 @@ class ShareCoordinator:
         delivery_complete_count: int,
         state_batches: Sequence[StateBatch],
     ) -> ShareRecord:
-        """The one record a write (or an epoch-raising read) produces (coordinator-facts §2.3).
+        """The one record a write (or an epoch-raising read) produces, as Kafka's coordinator decides it.
 
         A checkpoint of the full combined state once the key has had N deltas since its latest
         checkpoint, else a delta of the request's batches combined among themselves and pruned by the

@@ -2,7 +2,7 @@
 
 `SHAREGROUP_PUREPYTHON=1` selects the pure-Python twin (`persister.frame_codec_pure`); otherwise the
 Cython build (`persister._native_records`, from `_native/records.pyx`) is required and its absence is
-an error, never a silent fallback (SPEC §2, STYLE). The choice is made on first use, not on import, so
+an error, never a silent fallback. The choice is made on first use, not on import, so
 that importing `persister` (its records, for example, in an audit job's executors that receive only
 Python sources) never needs the native build; building a ShareCoordinator or opening a log does.
 

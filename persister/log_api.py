@@ -2,7 +2,7 @@
 `LogEntry` and `CorruptLogError`.
 
 The coordinator owns the rules and the decision of which offset is redundant; a log only stores framed
-records at increasing offsets, says when they are durable and deletes prefixes (SPEC §5). `MemoryLog`
+records at increasing offsets, says when they are durable and deletes prefixes. `MemoryLog`
 keeps them in a list; the durable segment log keeps them in checksummed segment files.
 """
 

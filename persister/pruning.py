@@ -2,7 +2,7 @@
 
 The state log is not key-compacted: Kafka's share coordinator deletes the log below the lowest offset
 any live key still needs on replay, and re-checkpoints keys that stay idle so that they stop pinning old
-segments (SPEC §5). These functions decide; the coordinator appends the checkpoints and asks its log to
+segments. These functions decide; the coordinator appends the checkpoints and asks its log to
 delete (a log deletes whole segments only, so it may keep more than asked).
 """
 

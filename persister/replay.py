@@ -103,7 +103,7 @@ class KeyState:
 def apply_record(key_state: KeyState | None, offset: int, record: ShareRecord) -> KeyState | None:
     """Apply one durable record at log `offset` to a key's state (None: the key has none); return the
     key's state after it: `key_state` itself, changed in place, or a new KeyState for a key that starts
-    here, or None after a tombstone (coordinator-facts §2.4).
+    here, or None after a tombstone (as Kafka's share coordinator shard replays its records).
 
     A checkpoint replaces the state as written but keeps the fences (maxima over every record since the
     key was created); a delta is combined into the state (priority by delivery count, then state; its

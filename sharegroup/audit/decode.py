@@ -3,7 +3,7 @@
 Both engines (Spark executors and the single-process replay) run `SegmentSplitter` over the bytes of one
 segment file (framing and CRC checks; frames routed by share-partition key), `decode_chunks` over each
 key's frames and `judge_segments` over what all splitters found, so framing is judged once, the way the
-segment log's recovery judges it (persister/log.py): a bad frame in the last segment with nothing valid
+segment log's recovery judges it (persister/log_recovery.py): a bad frame in the last segment with nothing valid
 after it is a torn tail (tolerated: recovery truncates it); any other bad frame is corruption, reported
 with its file, byte position and log offset. Records are decoded with `persister.records.decode_record`,
 so what the audit accepts is exactly what recovery accepts.

@@ -2,7 +2,7 @@
 
 `KeyAuditor` replays one key's checkpoints, deltas and tombstones in log order with the share
 coordinator's own replay (`persister.apply_record` on a `persister.KeyState`: there is one set of
-replay rules, shared), and checks the invariants of SPEC §7 around each record: before applying it
+replay rules, shared), and checks the invariants (`Rule`) around each record: before applying it
 against the state so far, and after it where the rule is about the result (a terminal offset that
 becomes AVAILABLE or ACQUIRED again, too many deltas since a checkpoint). The Spark executors and the
 single-process replay (`replay.py`) both feed it the rows that `decode.py` produces, so every rule
