@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from typing import Awaitable, Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import msgpack
 
@@ -38,7 +38,7 @@ from .log import SegmentLog
 from .log_api import RecordLog
 from .records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, encode_key, encode_record, new_delta
 from .replay import KeyState, replay_log, replay_record
-from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem
+from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem, as_items, per_partition
 from .validation import (
     INT32_MAX,
     INT64_MAX,
@@ -349,9 +349,8 @@ class ShareCoordinator:
 
     async def write_states(self, group_id: str, items: Iterable[WriteItem]) -> list[PartitionResult]:
         """WriteShareGroupState for many partitions of one group; one result per item, in order."""
-        items = [item if isinstance(item, WriteItem) else WriteItem(*item) for item in items]
-        return await self._per_partition(
-            items,
+        return await per_partition(
+            as_items(items, WriteItem),
             lambda it: self.write_state(
                 group_id,
                 it.topic_id,
@@ -366,23 +365,20 @@ class ShareCoordinator:
 
     async def read_states(self, group_id: str, items: Iterable[ReadItem]) -> list[PartitionResult]:
         """ReadShareGroupState for many partitions; `data` holds each PartitionState."""
-        items = [item if isinstance(item, ReadItem) else ReadItem(*item) for item in items]
-        return await self._per_partition(
-            items, lambda it: self.read_state(group_id, it.topic_id, it.partition, leader_epoch=it.leader_epoch)
+        return await per_partition(
+            as_items(items, ReadItem), lambda it: self.read_state(group_id, it.topic_id, it.partition, leader_epoch=it.leader_epoch)
         )
 
     async def read_summaries(self, group_id: str, items: Iterable[ReadItem]) -> list[PartitionResult]:
         """ReadShareGroupStateSummary for many partitions; `data` holds each StateSummary."""
-        items = [item if isinstance(item, ReadItem) else ReadItem(*item) for item in items]
-        return await self._per_partition(
-            items, lambda it: self.read_summary(group_id, it.topic_id, it.partition, leader_epoch=it.leader_epoch)
+        return await per_partition(
+            as_items(items, ReadItem), lambda it: self.read_summary(group_id, it.topic_id, it.partition, leader_epoch=it.leader_epoch)
         )
 
     async def initialize_states(self, group_id: str, items: Iterable[InitializeItem]) -> list[PartitionResult]:
         """InitializeShareGroupState for many partitions of one group."""
-        items = [item if isinstance(item, InitializeItem) else InitializeItem(*item) for item in items]
-        return await self._per_partition(
-            items,
+        return await per_partition(
+            as_items(items, InitializeItem),
             lambda it: self.initialize_state(
                 group_id, it.topic_id, it.partition, state_epoch=it.state_epoch, start_offset=it.start_offset
             ),
@@ -390,25 +386,9 @@ class ShareCoordinator:
 
     async def delete_states(self, group_id: str, items: Iterable[DeleteItem]) -> list[PartitionResult]:
         """DeleteShareGroupState for many partitions of one group."""
-        items = [item if isinstance(item, DeleteItem) else DeleteItem(*item) for item in items]
-        return await self._per_partition(items, lambda it: self.delete_state(group_id, it.topic_id, it.partition))
-
-    async def _per_partition(
-        self, items: list, operation: Callable[[object], Awaitable[object]]
-    ) -> list[PartitionResult]:
-        """Run one operation per item concurrently (same-key items queue on the key lock in item order)
-        and turn each outcome into a PartitionResult; the log may group the appends into one."""
-
-        async def one(item) -> PartitionResult:
-            try:
-                data = await operation(item)
-            except ShareError as exc:
-                return PartitionResult(item.topic_id, item.partition, exc.error, exc.message)
-            return PartitionResult(item.topic_id, item.partition, Errors.NONE, "", data)
-
-        if len(items) == 1:
-            return [await one(items[0])]
-        return list(await asyncio.gather(*(one(item) for item in items)))
+        return await per_partition(
+            as_items(items, DeleteItem), lambda it: self.delete_state(group_id, it.topic_id, it.partition)
+        )
 
     # -- pruning and idle checkpoints --------------------------------------------------------------
 
