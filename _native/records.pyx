@@ -32,7 +32,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t, uint32_t, uint6
 
 import uuid
 
-from persister.frame_codec import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE
+from persister.frame_rows import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE
 from persister.records import FORMAT_VERSION, MAX_FRAME_BYTES, RECORD_TYPE_CHECKPOINT, RECORD_TYPE_DELTA, StateKey
 
 __all__ = ["scan_frames", "decode_frames", "encode_delta_frame", "crc32c", "NATIVE", "KIND_CHECKPOINT", "KIND_DELTA", "KIND_TOMBSTONE"]
@@ -360,12 +360,12 @@ cdef object _new_key(object keys, const uint8_t *start, Py_ssize_t size, bytes s
 
 cdef object _new_key_slow(object keys, bytes stored_form):
     """A key whose stored form uses a longer encoding than msgpack writes: decoded by msgpack itself
-    and checked as `records._check_key` checks it (rare enough not to need speed)."""
+    and checked as `records.check_encoded_key` checks it (rare enough not to need speed)."""
     import msgpack
-    from persister.records import _check_key
+    from persister.records import check_encoded_key
     try:
         encoded_key = msgpack.unpackb(stored_form, raw=False, use_list=True, strict_map_key=True)
-        _check_key(encoded_key)
+        check_encoded_key(encoded_key)
     except Exception:
         return None
     group_id, topic_bytes, partition = encoded_key

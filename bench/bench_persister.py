@@ -38,8 +38,8 @@ import pytest
 
 from persister import LocalPersister, SegmentLog, ShareCheckpoint, ShareCoordinator, ShareDelta, StateKey, encode_record
 from persister import frame_codec as frame_codec_module
-from persister.frame_codec import KeyTable
-from persister.log import segment_file_name
+from persister.frame_rows import KeyTable
+from persister.log_files import segment_file_name
 from sharegroup.clock import ManualClock
 from sharegroup.types import StateBatch
 

@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{cycle + 1:5d} kills  {report.acknowledged:8d} acknowledged writes  "
                 f"{report.killed_while_opening:4d} killed while opening  "
                 f"{report.unacknowledged_but_durable:4d} durable-but-unacknowledged  "
+                f"{report.states_verified:6d} states verified  "
                 f"{time.perf_counter() - started:7.1f} s",
                 flush=True,
             )
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         max_acks_before_kill=args.max_acks,
         progress=progress,
     )
-    print(f"OK: {report.kills} kills, no acknowledged write lost, log at {log_dir}")
+    print(f"OK: {report.kills} kills, no acknowledged write lost, every state equal to its model, log at {log_dir}")
     return 0
 
 

@@ -3,7 +3,11 @@
 `ShareCoordinator` holds every rule (validation, fencing, combining, checkpoint counting) and changes
 its state only by replaying the records it appends to a `RecordLog`; `InMemoryPersister` is that
 coordinator over a `MemoryLog`, with controls for tests; `LocalPersister` is the same coordinator over
-the durable `SegmentLog` (SPEC §3.2, §5). Depends on layer 0 only.
+the durable `SegmentLog`. Depends on layer 0 only.
+
+The replay rules (`KeyState`, `apply_record`, `replay_record`, `replay_log`) and the recovery rules
+the audit shares (`valid_frames_follow`, `parse_start_offset`, `parse_segment_file_name`) are public,
+so a reader of the log (the Spark audit) applies exactly what recovery applies.
 """
 
 from .combiner import combine
@@ -12,7 +16,9 @@ from .coordinator_persister import CoordinatorPersister
 from .in_memory import InMemoryPersister, WriteRequest
 from .local import LocalPersister
 from .log import LogLockedError, LogWriteError, SegmentInfo, SegmentLog, read_log
-from .log_api import CorruptLogError, LogEntry, RecordLog
+from .log_api import BulkRecordLog, CorruptLogError, LogEntry, RecordLog
+from .log_files import parse_segment_file_name, parse_start_offset, segment_file_name
+from .log_recovery import valid_frames_follow
 from .memory_log import MemoryLog
 from .records import (
     RecordDecodeError,
@@ -25,14 +31,17 @@ from .records import (
     encode_record,
     iter_records,
 )
+from .replay import KeyState, apply_record, replay_log, replay_record
 from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem
 
 __all__ = [
+    "BulkRecordLog",
     "CoordinatorPersister",
     "CorruptLogError",
     "DeleteItem",
     "InMemoryPersister",
     "InitializeItem",
+    "KeyState",
     "LocalPersister",
     "LogEntry",
     "LogLockedError",
@@ -51,10 +60,17 @@ __all__ = [
     "TornRecordError",
     "WriteItem",
     "WriteRequest",
+    "apply_record",
     "check_frame",
     "combine",
     "decode_record",
     "encode_record",
     "iter_records",
+    "parse_segment_file_name",
+    "parse_start_offset",
     "read_log",
+    "replay_log",
+    "replay_record",
+    "segment_file_name",
+    "valid_frames_follow",
 ]

@@ -1,7 +1,7 @@
 """The state-batch combiner: merges persisted state batches into one sorted, disjoint, minimal list.
 
 Overlaps are resolved by priority, not by recency: on every offset the batch with the highest delivery
-count wins, then the highest delivery state (coordinator-facts §2.5). A later write with a lower
+count wins, then the highest delivery state (as Kafka's share coordinator combines state batches). A later write with a lower
 (count, state) therefore loses on the overlapping range, so a stale retry can never make an archived or
 acknowledged record available again with a lower count.
 """
@@ -15,9 +15,6 @@ from typing import Iterable, Sequence
 from sharegroup.types import StateBatch
 
 __all__ = ["combine", "is_canonical", "merge_canonical"]
-
-_INT64_MAX = 2**63 - 1
-_DELIVERY_COUNT_MAX = 2**15 - 1
 
 _BatchLike = Sequence[int]  # (first_offset, last_offset, delivery_state, delivery_count)
 

@@ -17,7 +17,7 @@ seen it, which matters when recovery decodes millions):
     tombstone   (key id, KIND_TOMBSTONE)
 
 `batches` is a tuple (first, last, state, count, first, last, ...) of the record's state batches in
-stored order. The key id indexes `keys.keys`, a `persister.frame_codec.KeyTable` the caller passes to
+stored order. The key id indexes `keys.keys`, a `persister.frame_rows.KeyTable` the caller passes to
 every call for one log, so a key is decoded, checked and built once however many records it has.
 """
 
@@ -29,7 +29,7 @@ import uuid
 import crc32c
 import msgpack
 
-from .frame_codec import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, KeyTable
+from .frame_rows import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, KeyTable
 from .records import (
     FORMAT_VERSION,
     MAX_FRAME_BYTES,
@@ -39,7 +39,7 @@ from .records import (
     StateKey,
     _check_checkpoint,
     _check_delta,
-    _check_key,
+    check_encoded_key,
     encode_delta_frame,
 )
 
@@ -142,7 +142,7 @@ def decode_frames(buf, pos: int, end: int, keys: KeyTable) -> tuple[list, int]:
 
 
 def _new_key(keys: KeyTable, encoded_key, cache_key) -> int:
-    _check_key(encoded_key)
+    check_encoded_key(encoded_key)
     group_id, topic_bytes, partition = encoded_key
     return keys.add(cache_key, StateKey(group_id, uuid.UUID(bytes=topic_bytes), partition))
 

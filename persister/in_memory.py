@@ -1,4 +1,4 @@
-"""`InMemoryPersister`: the ShareCoordinator over a MemoryLog, with controls for tests (SPEC §3.2).
+"""`InMemoryPersister`: the ShareCoordinator over a MemoryLog, with controls for tests.
 
 It is the test double for everything above layer 2, and never a second copy of the rules: every call
 goes through the same coordinator as the durable persister. The controls only decide *whether* and

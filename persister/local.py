@@ -1,7 +1,7 @@
 """`LocalPersister`: the Persister protocol over an embedded ShareCoordinator over a SegmentLog.
 
 The durable twin of InMemoryPersister: the same coordinator (every rule lives there), but its records
-go to checksummed, fsync'd segment files in one directory and are replayed from them on open (SPEC §5).
+go to checksummed, fsync'd segment files in one directory and are replayed from them on open.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""`SegmentLog`: the durable RecordLog: checksummed segment files, group commit, recovery, pruning.
+"""`SegmentLog`: the durable RecordLog: segment files written by group commit, opened by recovery.
 
-Layout of a log directory::
-
-    00000000000000000000.log    segment files, named by the offset of their first record (20 digits)
-    00000000000000004711.log    ... each a plain sequence of record frames (persister.records: length,
-    ...                         CRC32C, type, version, msgpack payload); no per-segment header
-    log-start-offset            the log start offset, once something was pruned (atomically replaced)
-    .lock                       flock'd while a SegmentLog has the directory open
+The state log is three modules: `persister.log_files` (the directory layout and every file operation),
+`persister.log_recovery` (the scan that judges every frame on open, `read_log`) and this one, the log
+itself and its group-commit writer.
 
 Offsets are implicit: a record's offset is its segment's base offset plus its index in the segment, so
 the file names plus one scan give every offset. A segment holds whole appends; the next append rolls a
@@ -24,21 +20,11 @@ durable. When a group fails (a write or fsync error), every append in it fails, 
 truncated back to where the group began and segments it created are removed, so the log never keeps
 half-written bytes; if even that undo fails, the log refuses every later append until it is reopened.
 
-Recovery on open scans every live segment from the log start and checks each frame's length and CRC.
-A bad frame in the last segment with nothing valid after it is a torn tail (a crash during an append
-that was never acknowledged): it is truncated. Any other bad frame (in an earlier segment, or followed
-by valid frames) raises CorruptLogError naming the file and the record's offset, and nothing is
-truncated or deleted. Segments are written in order and the previous one is fsync'd before a new one
-gets bytes, so after a crash only the last segment can end torn. (A flipped bit in the very last record
-of the log cannot be told from a torn write; it is truncated like one, with a warning naming the file.)
-
-Frames are scanned and decoded in bulk by the frame codec (`persister.frame_codec`: the Cython twin
-unless SHAREGROUP_PUREPYTHON=1), a chunk of the file at a time. Files are only touched from worker
-threads (`run_in_executor`), except by `read_all` and `_read_rows`, which the coordinator calls
-synchronously while it replays on open (in a worker thread of its own when it opened the log).
-
-`_enqueue` is `append` without a coroutine for the coordinator's write path: the frames come encoded
-and a callback, not a future, hears the outcome, so a write costs no task and cannot be abandoned.
+Files are only touched from worker threads (`run_in_executor`), except by `read_all` and `read_rows`,
+which the coordinator calls synchronously while it replays on open (in a worker thread of its own when
+it opened the log). `enqueue` is `append` without a coroutine for the coordinator's write path (the
+`BulkRecordLog` protocol of `persister.log_api`): the frames come encoded and a callback, not a future,
+hears the outcome, so a write costs no task and cannot be abandoned.
 """
 
 from __future__ import annotations
@@ -46,31 +32,23 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import fcntl
 import functools
 import logging
 import os
-import re
 import time
 import weakref
-from typing import Iterator, NamedTuple, Sequence
+from typing import Iterator, Sequence
 
-import crc32c
 from prometheus_client import CollectorRegistry
 
-from .frame_codec import KeyTable, frame_codec
-from .log_api import CorruptLogError, LogEntry
+from . import log_files
+from .frame_rows import KeyTable
+from .log_api import LogEntry
+from .log_files import LOCK_FILE, START_OFFSET_FILE, LogLockedError, SegmentInfo, segment_file_name
+from . import log_recovery
+from .log_recovery import open_and_recover, read_log
 from .metrics import metrics_for
-from .records import (
-    FRAME_HEADER_BYTES,
-    RecordDecodeError,
-    ShareRecord,
-    StateKey,
-    TornRecordError,
-    check_frame,
-    decode_record,
-    encode_record,
-)
+from .records import ShareRecord, StateKey, encode_record
 
 __all__ = [
     "SegmentLog",
@@ -81,28 +59,15 @@ __all__ = [
     "segment_file_name",
     "SEGMENT_BYTES_MIN",
     "START_OFFSET_FILE",
+    "LOCK_FILE",
 ]
 
-_logger = logging.getLogger(__name__)
+_logger = logging.getLogger("persister.log")
 
-SEGMENT_SUFFIX = ".log"
-START_OFFSET_FILE = "log-start-offset"
-LOCK_FILE = ".lock"
 SEGMENT_BYTES_MIN = 1024
 DEFAULT_SEGMENT_BYTES = 100 * 2**20
 DEFAULT_MAX_PENDING_APPENDS = 16_384
 DEFAULT_MAX_GROUP_BYTES = 8 * 2**20
-_READ_CHUNK_BYTES = 4 * 2**20
-# Decoding reads smaller chunks: a chunk's rows live until it has been replayed, and the fewer
-# containers live at once, the less work the cyclic garbage collector does while recovery allocates.
-_DECODE_CHUNK_BYTES = 256 * 2**10
-_SEGMENT_NAME = re.compile(r"(\d{20})\.log")
-_START_OFFSET_LINE = re.compile(rb"sharegroup-log-start 1 (\d{1,19}) ([0-9a-f]{8})\n")
-
-
-def segment_file_name(base_offset: int) -> str:
-    """The file name of the segment whose first record has `base_offset`."""
-    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
 
 
 class LogWriteError(OSError):
@@ -110,352 +75,8 @@ class LogWriteError(OSError):
     back), or the log is unusable after an earlier failure it could not undo."""
 
 
-class LogLockedError(OSError):
-    """The log directory is already open by another SegmentLog (in this or another process)."""
-
-
-class SegmentInfo(NamedTuple):
-    """One segment file as the log sees it: base offset, path, bytes and records held."""
-
-    base_offset: int
-    path: str
-    size_bytes: int
-    record_count: int
-
-
-# -- file primitives (module functions so that tests can inject failures) ------------------------
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _fsync(fd: int) -> None:
-    """Make a file's data durable (fdatasync also flushes the size an append changed)."""
-    if hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:  # pragma: no cover - macOS
-        os.fsync(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    """Make a directory's entries durable (a created, renamed or deleted file)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# -- recovery scan (shared by SegmentLog.open and read_log) --------------------------------------
-
-
-class _BadFrame(Exception):
-    """Raised by `_walk_frames` at the first frame that is not valid: its file position and why."""
-
-    def __init__(self, file_pos: int, cause: RecordDecodeError) -> None:
-        super().__init__(file_pos, cause)
-        self.file_pos = file_pos
-        self.cause = cause
-
-
-def _walk_frames(f, limit: int, parse=check_frame, skip: int = 0) -> Iterator[tuple[int, object]]:
-    """Parse the frames in the first `limit` bytes of the open file `f`, reading in chunks, and yield
-    (file position, what `parse(buffer, start)` returned) for each. `parse` is `check_frame` (framing
-    only; returns the frame's end) or `decode_record` (returns (key, value, end)); the first `skip`
-    frames get `check_frame` whatever `parse` is. Raise _BadFrame at the first frame that does not
-    parse (a frame cut off by `limit` or by the end of the file raises with a TornRecordError cause)."""
-    buf = b""
-    buf_file_pos = 0  # file position of buf[0]
-    read_pos = 0
-    seen = 0
-    decode = parse is not check_frame
-    while True:
-        view = memoryview(buf)
-        n = len(buf)
-        p = 0
-        need = 0
-        while p < n:
-            try:
-                if seen < skip:
-                    result = e = check_frame(view, p)
-                elif decode:
-                    result = parse(view, p)
-                    e = result[-1]
-                else:
-                    result = e = check_frame(view, p)
-            except TornRecordError as exc:
-                if read_pos < limit:
-                    if n - p >= 4:  # read at least the rest of this frame in one go
-                        need = int.from_bytes(view[p : p + 4], "big") + FRAME_HEADER_BYTES - (n - p)
-                    break
-                raise _BadFrame(buf_file_pos + p, exc) from None
-            except RecordDecodeError as exc:
-                raise _BadFrame(buf_file_pos + p, exc) from None
-            yield buf_file_pos + p, result
-            seen += 1
-            p = e
-        if read_pos >= limit:
-            return
-        data = f.read(min(max(_READ_CHUNK_BYTES, need), limit - read_pos))
-        if not data:  # the file is shorter than `limit`: whatever is left is cut off
-            if p < n:
-                raise _BadFrame(buf_file_pos + p, TornRecordError("the file ends inside a frame"))
-            return
-        read_pos += len(data)
-        buf_file_pos += p
-        buf = bytes(view[p:]) + data if p < n else data
-
-
-def _process_frames(f, limit: int, process, why, chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[None]:
-    """Feed the first `limit` bytes of the open file `f` to `process` in chunks of whole frames; a
-    generator that yields (None) after each chunk, so that a consumer can take what `process` made.
-
-    `process(buf, pos)` handles the whole valid frames of `buf` from `pos` on (a bulk codec call) and
-    returns where it stopped: `len(buf)`, or the start of a frame it could not take. Such a frame is
-    either cut off by the chunk (the next chunk carries it on) or bad; `why(buf, pos)` (`check_frame`
-    when `process` checks framing only, else `decode_record`) raises the reason, and _BadFrame is
-    raised at its file position, as `_walk_frames` would.
-    """
-    buf = b""
-    buf_file_pos = 0  # file position of buf[0]
-    read_pos = 0
-    while True:
-        n = len(buf)
-        stop = process(buf, 0) if n else 0
-        yield
-        need = 0
-        if stop < n:
-            try:
-                why(buf, stop)
-            except TornRecordError as exc:
-                if read_pos >= limit:
-                    raise _BadFrame(buf_file_pos + stop, exc) from None
-                if n - stop >= 4:  # read at least the rest of this frame in one go
-                    need = int.from_bytes(buf[stop : stop + 4], "big") + FRAME_HEADER_BYTES - (n - stop)
-            except RecordDecodeError as exc:
-                raise _BadFrame(buf_file_pos + stop, exc) from None
-            else:
-                raise AssertionError(f"the frame codec refused a valid frame at byte {buf_file_pos + stop}")
-        if read_pos >= limit:
-            return
-        data = f.read(min(max(chunk_bytes, need), limit - read_pos))
-        if not data:  # the file is shorter than `limit`: whatever is left is cut off
-            if stop < n:
-                raise _BadFrame(buf_file_pos + stop, TornRecordError("the file ends inside a frame"))
-            return
-        read_pos += len(data)
-        buf_file_pos += stop
-        buf = buf[stop:] + data if stop < n else data
-
-
-def _valid_frames_follow(tail: bytes) -> bool:
-    """Whether valid data follows a bad frame at tail[0]: some later position starts a valid frame from
-    which valid frames continue to the end of `tail` (the last may be cut off). A torn tail (the prefix
-    of an interrupted append, or zeros) has none; a corrupt record in the middle of the data does."""
-    n = len(tail)
-    if not tail.strip(b"\0"):
-        return False
-    view = memoryview(tail)
-    for s in range(1, n - FRAME_HEADER_BYTES):
-        length = int.from_bytes(view[s : s + 4], "big")
-        if length < 3 or s + FRAME_HEADER_BYTES + length > n:
-            continue  # cannot be a complete frame here
-        try:
-            p = check_frame(view, s)
-        except RecordDecodeError:
-            continue
-        while p < n:
-            try:
-                p = check_frame(view, p)
-            except TornRecordError:
-                return True
-            except RecordDecodeError:
-                break
-        else:
-            return True
-    return False
-
-
-class _Scanned(NamedTuple):
-    base_offset: int
-    path: str
-    valid_bytes: int  # bytes of whole valid frames from the start of the file
-    file_bytes: int
-    record_count: int
-    torn_reason: str | None  # set when the last segment ends with a torn tail (valid_bytes < file_bytes)
-
-
-def _scan_segment(path: str, base_offset: int, is_last: bool) -> _Scanned:
-    scan_frames = frame_codec().scan_frames
-    count = 0
-
-    def scan(buf: bytes, pos: int) -> int:
-        nonlocal count
-        checked, stop = scan_frames(buf, pos, len(buf))
-        count += checked
-        return stop
-
-    with open(path, "rb") as f:
-        file_bytes = os.fstat(f.fileno()).st_size
-        try:
-            for _ in _process_frames(f, file_bytes, scan, check_frame):
-                pass
-        except _BadFrame as bad:
-            if is_last:
-                f.seek(bad.file_pos)
-                if not _valid_frames_follow(f.read()):
-                    reason = f"torn tail at byte {bad.file_pos} of {file_bytes}: {bad.cause}"
-                    return _Scanned(base_offset, path, bad.file_pos, file_bytes, count, reason)
-            raise CorruptLogError(
-                path, base_offset + count, f"bad frame at byte {bad.file_pos}: {bad.cause}"
-            ) from None
-    return _Scanned(base_offset, path, file_bytes, file_bytes, count, None)
-
-
-class _Recovered(NamedTuple):
-    start_offset: int
-    segments: list[_Scanned]  # the live segments, in offset order; the first holds start_offset
-    below_start: list[str]  # segment files wholly below the start: what an interrupted prune left
-
-
-def _list_segments(log_dir: str) -> list[tuple[int, str]]:
-    found = []
-    for name in os.listdir(log_dir):
-        match = _SEGMENT_NAME.fullmatch(name)
-        if match:
-            found.append((int(match.group(1)), os.path.join(log_dir, name)))
-    found.sort()
-    return found
-
-
-def _read_start_offset(log_dir: str) -> int | None:
-    path = os.path.join(log_dir, START_OFFSET_FILE)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(128)
-    except FileNotFoundError:
-        return None
-    match = _START_OFFSET_LINE.fullmatch(data)
-    if match is None or crc32c.crc32c(match.group(1)) != int(match.group(2), 16):
-        raise CorruptLogError(path, None, "the log start offset file is unreadable")
-    return int(match.group(1))
-
-
-def _recover(log_dir: str) -> _Recovered:
-    """Scan a log directory without changing it; raise CorruptLogError for anything but a torn tail."""
-    checkpointed_start = _read_start_offset(log_dir)
-    listed = _list_segments(log_dir)
-    if not listed:
-        return _Recovered(checkpointed_start or 0, [], [])
-    start = listed[0][0] if checkpointed_start is None else max(checkpointed_start, listed[0][0])
-    first_live = 0
-    while first_live + 1 < len(listed) and listed[first_live + 1][0] <= start:
-        first_live += 1
-    live = listed[first_live:]
-    scanned: list[_Scanned] = []
-    expected = live[0][0]
-    for i, (base_offset, path) in enumerate(live):
-        if base_offset != expected:
-            raise CorruptLogError(
-                path,
-                expected,
-                f"segment base offset {base_offset} does not follow the previous segment's end {expected}",
-            )
-        segment = _scan_segment(path, base_offset, is_last=i == len(live) - 1)
-        scanned.append(segment)
-        expected = base_offset + segment.record_count
-    if start > expected:
-        raise CorruptLogError(
-            os.path.join(log_dir, START_OFFSET_FILE), start, f"log start offset beyond the log end {expected}"
-        )
-    return _Recovered(start, scanned, [path for _base, path in listed[:first_live]])
-
-
-def _read_entries(segments: list[SegmentInfo], start_offset: int) -> Iterator[LogEntry]:
-    """Decode the records at or above `start_offset` in the first `size_bytes` of each segment."""
-    for segment in segments:
-        if segment.base_offset + segment.record_count <= start_offset:
-            continue
-        offset = segment.base_offset
-        skip = max(0, start_offset - offset)
-        with open(segment.path, "rb") as f:
-            try:
-                for _pos, result in _walk_frames(f, segment.size_bytes, decode_record, skip):
-                    if offset >= start_offset:
-                        key, record, _end = result
-                        yield LogEntry(offset, key, record)
-                    offset += 1
-            except _BadFrame as bad:
-                raise CorruptLogError(segment.path, offset, f"bad record at byte {bad.file_pos}: {bad.cause}") from None
-        if offset != segment.base_offset + segment.record_count:
-            raise CorruptLogError(
-                segment.path, offset, f"expected {segment.record_count} records, found {offset - segment.base_offset}"
-            )
-
-
-def _read_rows(segments: list[SegmentInfo], start_offset: int, keys: KeyTable) -> Iterator[tuple[int, list]]:
-    """The records at or above `start_offset` as decoded rows (persister.frame_codec_pure explains the
-    layout; key ids index `keys.keys`), in batches: yields (offset of the batch's first row, rows).
-    What the coordinator replays on open; records below the start offset in the first segment are
-    only framing-checked, as `_read_entries` does."""
-    codec = frame_codec()
-    scan_frames, decode_frames = codec.scan_frames, codec.decode_frames
-    for segment in segments:
-        if segment.base_offset + segment.record_count <= start_offset:
-            continue
-        offset = segment.base_offset
-        skip = max(0, start_offset - offset)
-        batches: list[tuple[int, list]] = []
-
-        def process(buf: bytes, pos: int) -> int:
-            nonlocal offset, skip
-            if skip:
-                skipped, pos = scan_frames(buf, pos, len(buf), skip)
-                skip -= skipped
-                offset += skipped
-                if skip:
-                    return pos
-            rows, stop = decode_frames(buf, pos, len(buf), keys)
-            if rows:
-                batches.append((offset, rows))
-                offset += len(rows)
-            return stop
-
-        with open(segment.path, "rb") as f:
-            try:
-                for _ in _process_frames(f, segment.size_bytes, process, decode_record, _DECODE_CHUNK_BYTES):
-                    yield from batches
-                    batches.clear()
-            except _BadFrame as bad:
-                raise CorruptLogError(segment.path, offset, f"bad record at byte {bad.file_pos}: {bad.cause}") from None
-        if offset != segment.base_offset + segment.record_count:
-            raise CorruptLogError(
-                segment.path, offset, f"expected {segment.record_count} records, found {offset - segment.base_offset}"
-            )
-
-
-def read_log(log_dir: str | os.PathLike) -> Iterator[LogEntry]:
-    """Every record of the state log in `log_dir`, from its start offset, in offset order (read-only).
-
-    For audits and tests: the directory is neither locked nor changed, so it may be read while a
-    SegmentLog has it open (records appended after the scan are not seen). A torn tail is skipped, not
-    truncated; a corrupt record raises CorruptLogError (when called, for framing faults; while iterating,
-    for a payload that does not decode).
-    """
-    recovered = _recover(os.fspath(log_dir))
-    segments = [SegmentInfo(s.base_offset, s.path, s.valid_bytes, s.record_count) for s in recovered.segments]
-    return _read_entries(segments, recovered.start_offset)
-
-
-# -- the log -------------------------------------------------------------------------------------
-
-
 class _Pending:
-    """One queued append: its frames, its waiter (a future, or a callback from `_enqueue`) and when it
+    """One queued append: its frames, its waiter (a future, or a callback from `enqueue`) and when it
     was queued. An append whose future is done was abandoned by its cancelled caller; one with a
     callback is never abandoned."""
 
@@ -513,29 +134,9 @@ class _Plan:
     nbytes: int
 
 
+
 class _UndoFailed(Exception):
     """A failed group commit whose bytes could not be truncated back: the log must stop appending."""
-
-
-class _Handles:
-    """The file descriptors a log holds, closed by `close()` or, as a safety net, when the log is
-    garbage collected without being closed."""
-
-    __slots__ = ("active_fd", "lock_fd")
-
-    def __init__(self, lock_fd: int) -> None:
-        self.lock_fd = lock_fd
-        self.active_fd = -1
-
-    def close(self) -> None:
-        for name in ("active_fd", "lock_fd"):
-            fd = getattr(self, name)
-            if fd >= 0:
-                setattr(self, name, -1)
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
 
 
 class SegmentLog:
@@ -561,7 +162,7 @@ class SegmentLog:
         self._segment_bytes: int = state["segment_bytes"]
         self._max_pending: int = state["max_pending_appends"]
         self._max_group_bytes: int = state["max_group_bytes"]
-        self._handles: _Handles = state["handles"]
+        self._handles: log_files.FileHandles = state["handles"]
         self._segments: list[SegmentInfo] = state["segments"]
         self._start_offset: int = state["start_offset"]
         self._finalizer = weakref.finalize(self, self._handles.close)
@@ -618,7 +219,7 @@ class SegmentLog:
         if metrics_registry is not None and not isinstance(metrics_registry, CollectorRegistry):
             raise ValueError("metrics_registry must be a prometheus_client CollectorRegistry")
         loop = asyncio.get_running_loop()
-        opening = loop.run_in_executor(None, functools.partial(_open_files, os.fspath(log_dir), fsync))
+        opening = loop.run_in_executor(None, functools.partial(open_and_recover, os.fspath(log_dir), fsync))
         try:
             state = await asyncio.shield(opening)
         except asyncio.CancelledError:
@@ -690,14 +291,14 @@ class SegmentLog:
         if not frames:
             return []
         if self._pending >= self._max_pending:
-            await self._wait_for_room()
+            await self.wait_for_room()
         future = asyncio.get_running_loop().create_future()
         self._queue_pending(_Pending(frames, future))
         return await future
 
-    append.enqueue_equivalent = True  # `_enqueue` does what `append` does (the coordinator checks this)
+    append.enqueue_equivalent = True  # `enqueue` does what `append` does (the coordinator checks this)
 
-    async def _wait_for_room(self) -> None:
+    async def wait_for_room(self) -> None:
         """Wait until the bounded queue has room for one more append (backpressure)."""
         loop = asyncio.get_running_loop()
         while self._pending >= self._max_pending:
@@ -711,12 +312,12 @@ class SegmentLog:
                 raise
             self._check_writable()
 
-    def _enqueue(self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback) -> bool:
+    def enqueue(self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback) -> bool:
         """`append` without the coroutine, for the share coordinator's write path: queue `frames` (the
         encoded `entries`, at least one) and call `callback(first_offset, None)` once they are durable,
         or `callback(None, error)` once their group failed (nothing of it stays in the log). Exactly one
         call, always later, from the loop; it cannot be cancelled. Returns False, queueing nothing, when
-        the queue is full (await `_wait_for_room()` and try again); raises LogWriteError, queueing
+        the queue is full (await `wait_for_room()` and try again); raises LogWriteError, queueing
         nothing, when the log does not accept appends."""
         if self._closing or self._failure is not None:
             self._check_writable()
@@ -842,21 +443,21 @@ class SegmentLog:
             for chunk in plan.chunks:
                 if chunk.is_new:
                     if dirty and self._fsync:
-                        _fsync(fd)
+                        log_files.fsync_file(fd)
                         fsyncs += 1
                     path = os.path.join(self._dir, segment_file_name(chunk.base_offset))
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
                     created.append((path, fd))
                     dirty = False
                 if chunk.parts:
-                    _write_all(fd, b"".join(chunk.parts))
+                    log_files.write_all(fd, b"".join(chunk.parts))
                     dirty = True
             if self._fsync:
                 if dirty:
-                    _fsync(fd)
+                    log_files.fsync_file(fd)
                     fsyncs += 1
                 if created:
-                    _fsync_dir(self._dir)
+                    log_files.fsync_dir(self._dir)
                     fsyncs += 1
         except BaseException as exc:
             try:
@@ -865,9 +466,9 @@ class SegmentLog:
                     os.unlink(path)
                 os.ftruncate(active_fd, plan.active_size_before)
                 if self._fsync:
-                    _fsync(active_fd)
+                    log_files.fsync_file(active_fd)
                     if created:
-                        _fsync_dir(self._dir)
+                        log_files.fsync_dir(self._dir)
             except BaseException as undo_exc:
                 raise _UndoFailed(f"{exc!r}, then the undo failed: {undo_exc!r}") from exc
             raise
@@ -931,13 +532,13 @@ class SegmentLog:
 
         Synchronous file reads (the coordinator replays on open); do not prune while iterating.
         """
-        return _read_entries(list(self._segments), self._start_offset)
+        return log_recovery.read_entries(list(self._segments), self._start_offset)
 
-    def _read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
+    def read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
         """`read_all` as batches of decoded rows (first offset, rows), for the coordinator's replay on
         open: the same records, decoded in bulk by the frame codec instead of one LogEntry each, their
         keys collected in `keys`. Files are read as the iterator advances; do not prune meanwhile."""
-        return _read_rows(list(self._segments), self._start_offset, keys)
+        return log_recovery.read_rows(list(self._segments), self._start_offset, keys)
 
     # -- pruning -----------------------------------------------------------------------------------
 
@@ -961,7 +562,7 @@ class SegmentLog:
             while doomed + 1 < len(self._segments) and self._segments[doomed + 1].base_offset <= target:
                 doomed += 1
             loop = asyncio.get_running_loop()
-            fsyncs = await loop.run_in_executor(None, _write_start_offset, self._dir, target, self._fsync)
+            fsyncs = await loop.run_in_executor(None, log_files.write_start_offset, self._dir, target, self._fsync)
             self.fsync_count += fsyncs
             self._m_fsyncs.inc(fsyncs)
             self._start_offset = target
@@ -970,7 +571,7 @@ class SegmentLog:
             del self._segments[:doomed]
             if paths:
                 try:
-                    fsyncs = await loop.run_in_executor(None, _delete_files, self._dir, paths, self._fsync)
+                    fsyncs = await loop.run_in_executor(None, log_files.delete_files, self._dir, paths, self._fsync)
                 except OSError as exc:  # the start offset is durable: the next open deletes them
                     _logger.warning("state log %s: could not delete pruned segments: %r", self._dir, exc)
                 else:
@@ -1017,93 +618,3 @@ def _check_int(name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
 
-
-def _open_files(log_dir: str, fsync: bool) -> dict:
-    """In a worker thread: create and lock the directory, recover it, apply the recovery (truncate a
-    torn tail, finish an interrupted prune, create the first segment) and open the active segment."""
-    started = time.perf_counter()
-    fsyncs = 0
-    if not os.path.isdir(log_dir):
-        os.makedirs(log_dir, exist_ok=True)
-        if fsync:
-            _fsync_dir(os.path.dirname(os.path.abspath(log_dir)))
-            fsyncs += 1
-    lock_fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    handles = _Handles(lock_fd)
-    try:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LogLockedError(f"the state log {log_dir} is already open (by this or another process)") from None
-        recovered = _recover(log_dir)  # changes nothing; raises on corruption
-        segments = [SegmentInfo(s.base_offset, s.path, s.valid_bytes, s.record_count) for s in recovered.segments]
-        if recovered.segments and recovered.segments[-1].torn_reason is not None:
-            last = recovered.segments[-1]
-            _logger.warning(
-                "state log %s: truncating %s to %d bytes (%s)",
-                log_dir,
-                last.path,
-                last.valid_bytes,
-                last.torn_reason,
-            )
-            fd = os.open(last.path, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                os.ftruncate(fd, last.valid_bytes)
-                if fsync:
-                    _fsync(fd)
-                    fsyncs += 1
-            finally:
-                os.close(fd)
-        if recovered.below_start:
-            fsyncs += _delete_files(log_dir, recovered.below_start, fsync)
-        if not segments:
-            path = os.path.join(log_dir, segment_file_name(recovered.start_offset))
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
-            if fsync:
-                _fsync_dir(log_dir)
-                fsyncs += 1
-            segments = [SegmentInfo(recovered.start_offset, path, 0, 0)]
-        handles.active_fd = os.open(segments[-1].path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-    except BaseException:
-        handles.close()
-        raise
-    return {
-        "log_dir": log_dir,
-        "handles": handles,
-        "segments": segments,
-        "start_offset": recovered.start_offset,
-        "recovery_seconds": time.perf_counter() - started,
-        "recovery_fsyncs": fsyncs,
-    }
-
-
-def _write_start_offset(log_dir: str, offset: int, fsync: bool) -> int:
-    """Atomically replace the start offset file (write, fsync, rename, fsync the directory)."""
-    digits = str(offset).encode()
-    data = b"sharegroup-log-start 1 %s %08x\n" % (digits, crc32c.crc32c(digits))
-    path = os.path.join(log_dir, START_OFFSET_FILE)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        _write_all(fd, data)
-        if fsync:
-            _fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(log_dir)
-        return 2
-    return 0
-
-
-def _delete_files(log_dir: str, paths: list[str], fsync: bool) -> int:
-    for path in paths:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    if fsync:
-        _fsync_dir(log_dir)
-        return 1
-    return 0

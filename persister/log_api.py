@@ -1,17 +1,22 @@
-"""The record log the share coordinator writes to: the `RecordLog` protocol, `LogEntry` and `CorruptLogError`.
+"""The record log the share coordinator writes to: the `RecordLog` and `BulkRecordLog` protocols,
+`LogEntry` and `CorruptLogError`.
 
 The coordinator owns the rules and the decision of which offset is redundant; a log only stores framed
-records at increasing offsets, says when they are durable and deletes prefixes (SPEC §5). `MemoryLog`
+records at increasing offsets, says when they are durable and deletes prefixes. `MemoryLog`
 keeps them in a list; the durable segment log keeps them in checksummed segment files.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
 
+from .frame_rows import KeyTable
 from .records import ShareRecord, StateKey
 
-__all__ = ["LogEntry", "RecordLog", "CorruptLogError"]
+__all__ = ["LogEntry", "RecordLog", "BulkRecordLog", "AppendCallback", "CorruptLogError"]
+
+AppendCallback = Callable[[int | None, BaseException | None], None]
+"""Hears an enqueued append's outcome: (first offset, None) once durable, or (None, the error)."""
 
 
 class LogEntry(NamedTuple):
@@ -51,6 +56,34 @@ class RecordLog(Protocol):
 
     async def close(self) -> None:
         """Release the log; later appends fail."""
+        ...
+
+
+@runtime_checkable
+class BulkRecordLog(RecordLog, Protocol):
+    """The fast paths of a RecordLog that the share coordinator uses when a log offers them (`MemoryLog`
+    and `SegmentLog` do): queueing an append without a coroutine, and replaying from decoded rows.
+
+    The coordinator takes `enqueue` only when `type(log).append.enqueue_equivalent` is true: a subclass
+    that overrides `append` (to delay or fail it, say) keeps the generic path through `append`.
+    """
+
+    def enqueue(
+        self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback: AppendCallback
+    ) -> bool:
+        """Queue `frames` (the encoded `entries`) as one append, all or none; `callback` hears the
+        outcome exactly once, possibly before this returns. False when the log is full: nothing was
+        queued; await `wait_for_room()` and call again. Raises when the log refuses appends (closed
+        or failed); then the callback is not called."""
+        ...
+
+    async def wait_for_room(self) -> None:
+        """Wait until `enqueue` may succeed again (backpressure)."""
+        ...
+
+    def read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
+        """`read_all` as batches (first offset, decoded rows) in the layout of `persister.frame_rows`,
+        their keys collected in `keys`; what the coordinator replays on open."""
         ...
 
 

@@ -52,12 +52,12 @@ class MemoryLog:
                 raise failure
         return self.append_now(entries)
 
-    append.enqueue_equivalent = True  # `_enqueue` does what `append` does (the coordinator checks this)
+    append.enqueue_equivalent = True  # `enqueue` does what `append` does (the coordinator checks this)
 
-    async def _wait_for_room(self) -> None:  # never needed: a MemoryLog is never full
+    async def wait_for_room(self) -> None:  # never needed: a MemoryLog is never full
         return None
 
-    def _enqueue(self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback) -> bool:
+    def enqueue(self, entries: Sequence[tuple[StateKey, ShareRecord]], frames: list[bytes], callback) -> bool:
         """`append` without the coroutine (the share coordinator's write path), for `frames` already
         encoded from `entries`: asks the failure hook, stores the frames and calls
         `callback(first_offset, None)`, or `callback(None, failure)`, before returning True (a
@@ -88,7 +88,7 @@ class MemoryLog:
             key, record, _ = decode_record(frame)
             yield LogEntry(start + i, key, record)
 
-    def _read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
+    def read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
         """`read_all` as one batch of decoded rows (first offset, rows), for the coordinator's replay;
         their keys are collected in `keys`."""
         start, buf = self._start_offset, b"".join(self._frames)

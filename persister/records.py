@@ -44,6 +44,8 @@ __all__ = [
     "FORMAT_VERSION",
     "FRAME_HEADER_BYTES",
     "MAX_FRAME_BYTES",
+    "check_encoded_key",
+    "unflatten_batches",
 ]
 
 RECORD_TYPE_CHECKPOINT = 0  # also the type of a tombstone (as Kafka's ShareSnapshotKey, apiKey 0)
@@ -183,7 +185,7 @@ def encode_record(key: StateKey, value: ShareRecord) -> bytes:
     try:
         record_type, encoded_value = _encode_value(value)
         encoded_key = [group_id, topic_id.bytes, _plain(partition)]
-        _check_key(encoded_key)
+        check_encoded_key(encoded_key)
     except RecordDecodeError as exc:
         raise ValueError(f"cannot encode record: {exc}") from None
     payload = msgpack.packb([encoded_key, encoded_value], use_bin_type=True)
@@ -203,7 +205,7 @@ def encode_key(key: StateKey) -> bytes:
         raise TypeError(f"topic_id must be a uuid.UUID, not {type(topic_id).__name__}")
     encoded_key = [group_id, topic_id.bytes, _plain(partition)]
     try:
-        _check_key(encoded_key)
+        check_encoded_key(encoded_key)
     except RecordDecodeError as exc:
         raise ValueError(f"cannot encode record: {exc}") from None
     return msgpack.packb(encoded_key, use_bin_type=True)
@@ -217,7 +219,7 @@ def encode_delta_frame(encoded_key: bytes, value: ShareDelta, pack=None) -> byte
     the generic checks when every field is a plain int in range (else it defers to the full checks, so
     it raises exactly when `encode_record` would). `pack` may be a `msgpack.Packer().pack` the caller
     owns (a Packer is not thread-safe)."""
-    checkpoint_epoch, leader_epoch, start_offset, dcc, batches = (
+    checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, batches = (
         value.checkpoint_epoch,
         value.leader_epoch,
         value.start_offset,
@@ -228,11 +230,11 @@ def encode_delta_frame(encoded_key: bytes, value: ShareDelta, pack=None) -> byte
         type(checkpoint_epoch) is int
         and type(leader_epoch) is int
         and type(start_offset) is int
-        and type(dcc) is int
+        and type(delivery_complete_count) is int
         and 0 <= checkpoint_epoch <= _INT32[1]
         and -1 <= leader_epoch <= _INT32[1]
         and -1 <= start_offset <= _INT64[1]
-        and -1 <= dcc <= _INT32[1]
+        and -1 <= delivery_complete_count <= _INT32[1]
     ):
         return _encode_delta_checked(encoded_key, value)
     flat: list = []
@@ -249,7 +251,7 @@ def encode_delta_frame(encoded_key: bytes, value: ShareDelta, pack=None) -> byte
         ):
             return _encode_delta_checked(encoded_key, value)
         flat += batch
-    payload = (pack or msgpack.packb)([checkpoint_epoch, leader_epoch, start_offset, dcc, flat])
+    payload = (pack or msgpack.packb)([checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, flat])
     body = _DELTA_BODY_HEAD + encoded_key + payload
     if len(body) > MAX_FRAME_BYTES:
         raise ValueError(f"record of {len(body)} bytes exceeds MAX_FRAME_BYTES ({MAX_FRAME_BYTES})")
@@ -377,7 +379,7 @@ def _decode_payload(record_type: int, payload) -> tuple[StateKey, ShareRecord]:
     if type(payload) is not list or len(payload) != 2:
         raise RecordDecodeError("a payload is a 2-element array [key, value]")
     encoded_key, encoded_value = payload
-    _check_key(encoded_key)
+    check_encoded_key(encoded_key)
     group_id, topic_bytes, partition = encoded_key
     key = StateKey(group_id, uuid.UUID(bytes=topic_bytes), partition)
     if encoded_value is None:
@@ -387,13 +389,14 @@ def _decode_payload(record_type: int, payload) -> tuple[StateKey, ShareRecord]:
     if record_type == RECORD_TYPE_CHECKPOINT:
         _check_checkpoint(encoded_value)
         *fields, flat = encoded_value
-        return key, ShareCheckpoint(*fields, _unflatten(flat))
+        return key, ShareCheckpoint(*fields, unflatten_batches(flat))
     _check_delta(encoded_value)
     *fields, flat = encoded_value
-    return key, ShareDelta(*fields, _unflatten(flat))
+    return key, ShareDelta(*fields, unflatten_batches(flat))
 
 
-def _unflatten(flat: list[int]) -> tuple[StateBatch, ...]:
+def unflatten_batches(flat) -> tuple[StateBatch, ...]:
+    """State batches from their stored form, a flat sequence (first, last, state, count, first, ...)."""
     it = iter(flat)
     return tuple(map(StateBatch, it, it, it, it))
 
@@ -420,7 +423,9 @@ _I32_MAX = _INT32[1]
 _I64_MIN, _I64_MAX = _INT64
 
 
-def _check_key(encoded_key) -> None:
+def check_encoded_key(encoded_key) -> None:
+    """Check a decoded msgpack key [group_id, topic_id bytes, partition]; RecordDecodeError if malformed.
+    The one definition of a well-formed stored key (recovery, both frame codecs and the audit use it)."""
     if type(encoded_key) is list and len(encoded_key) == 3:
         group_id, topic_bytes, partition = encoded_key
         if (
@@ -440,57 +445,59 @@ def _check_key(encoded_key) -> None:
 
 def _check_checkpoint(fields) -> None:
     if type(fields) is list and len(fields) == 8:
-        checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = fields
+        (checkpoint_epoch, state_epoch, leader_epoch, start_offset, delivery_complete_count, create_ms, write_ms,
+         flat) = fields
         if (
             type(checkpoint_epoch) is int
             and type(state_epoch) is int
             and type(leader_epoch) is int
             and type(start_offset) is int
-            and type(dcc) is int
+            and type(delivery_complete_count) is int
             and type(create_ms) is int
             and type(write_ms) is int
             and 0 <= checkpoint_epoch <= _I32_MAX
             and 0 <= state_epoch <= _I32_MAX
             and -1 <= leader_epoch <= _I32_MAX
             and -1 <= start_offset <= _I64_MAX
-            and -1 <= dcc <= _I32_MAX
+            and -1 <= delivery_complete_count <= _I32_MAX
             and _I64_MIN <= create_ms <= _I64_MAX
             and _I64_MIN <= write_ms <= _I64_MAX
             and _batches_ok(flat)
         ):
             return
     _require(type(fields) is list and len(fields) == 8, "a checkpoint value has 8 fields")
-    checkpoint_epoch, state_epoch, leader_epoch, start_offset, dcc, create_ms, write_ms, flat = fields
+    (checkpoint_epoch, state_epoch, leader_epoch, start_offset, delivery_complete_count, create_ms, write_ms,
+         flat) = fields
     _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
     _require(_int_in(state_epoch, (0, _INT32[1])), "state_epoch must be an int32 >= 0")
     _require(_int_in(leader_epoch, (-1, _INT32[1])), "leader_epoch must be an int32 >= -1")
     _require(_int_in(start_offset, (-1, _INT64[1])), "start_offset must be an int64 >= -1")
-    _require(_int_in(dcc, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
+    _require(_int_in(delivery_complete_count, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
     _require(_int_in(create_ms, _INT64) and _int_in(write_ms, _INT64), "timestamps must be int64")
     _check_batches(flat)
 
 
 def _check_delta(fields) -> None:
     if type(fields) is list and len(fields) == 5:
-        checkpoint_epoch, leader_epoch, start_offset, dcc, flat = fields
+        checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, flat = fields
         if (
             type(checkpoint_epoch) is int
             and type(leader_epoch) is int
             and type(start_offset) is int
-            and type(dcc) is int
+            and type(delivery_complete_count) is int
             and 0 <= checkpoint_epoch <= _I32_MAX
             and -1 <= leader_epoch <= _I32_MAX
             and -1 <= start_offset <= _I64_MAX
-            and -1 <= dcc <= _I32_MAX
+            and -1 <= delivery_complete_count <= _I32_MAX
             and _batches_ok(flat)
         ):
             return
     _require(type(fields) is list and len(fields) == 5, "a delta value has 5 fields")
-    checkpoint_epoch, leader_epoch, start_offset, dcc, flat = fields
+    checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count, flat = fields
     _require(_int_in(checkpoint_epoch, (0, _INT32[1])), "checkpoint_epoch must be an int32 >= 0")
     _require(_int_in(leader_epoch, (-1, _INT32[1])), "leader_epoch must be an int32 >= -1")
     _require(_int_in(start_offset, (-1, _INT64[1])), "start_offset must be an int64 >= -1")
-    _require(_int_in(dcc, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
+    _require(_int_in(delivery_complete_count, (-1, _INT32[1])), "delivery_complete_count must be an int32 >= -1")
     _check_batches(flat)
 
 

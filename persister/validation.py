@@ -11,35 +11,35 @@ import uuid
 from typing import Iterable
 
 from sharegroup.errors import Errors, ShareError
-from sharegroup.types import StateBatch
+from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, StateBatch, is_plain_int
 
 from .records import StateKey
 
 __all__ = [
     "check_key",
+    "request_key",
     "check_epoch",
     "check_start_offset",
     "check_delivery_complete_count",
     "check_state_batches",
     "fast_state_batches",
-    "PERSISTED_DELIVERY_STATES",
-    "DELIVERY_COUNT_MAX",
+    "INT32_MAX",
+    "INT64_MAX",
+    "GROUP_ID_BYTES_MAX",
+    "RECORDS_PER_SNAPSHOT_DEFAULT",
+    "RECORDS_PER_SNAPSHOT_MAX",
 ]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-DELIVERY_COUNT_MAX = 2**15 - 1  # DeliveryCount is an int16 on the wire
 GROUP_ID_BYTES_MAX = 2**15 - 1  # Kafka strings carry an int16 length
-# AVAILABLE, ACKNOWLEDGED, ARCHIVED: ACQUIRED (1) is never persisted and ARCHIVING (3) is unused.
-PERSISTED_DELIVERY_STATES = frozenset({0, 2, 4})
+# share.coordinator.snapshot.update.records.per.snapshot: Kafka's default and bounds [0, 500].
+RECORDS_PER_SNAPSHOT_DEFAULT = 500
+RECORDS_PER_SNAPSHOT_MAX = 500
 
 
 def _invalid(message: str) -> ShareError:
     return ShareError(Errors.INVALID_REQUEST, message)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_key(group_id, topic_id, partition) -> StateKey:
@@ -53,7 +53,7 @@ def check_key(group_id, topic_id, partition) -> StateKey:
         raise _invalid("The group id is not valid unicode.") from None
     if not isinstance(topic_id, uuid.UUID):
         raise _invalid("The topic id cannot be null and must be a uuid.UUID.")
-    if not _is_int(partition) or partition < 0:
+    if not is_plain_int(partition) or partition < 0:
         raise _invalid("The partition id cannot be a negative number.")
     if partition > INT32_MAX:
         raise _invalid("The partition id does not fit in an int32.")
@@ -62,7 +62,7 @@ def check_key(group_id, topic_id, partition) -> StateKey:
 
 def check_epoch(value, name: str) -> int:
     """A leader or state epoch: an int32 >= 0 (negative sentinels are refused since KAFKA-20743)."""
-    if not _is_int(value) or value < 0:
+    if not is_plain_int(value) or value < 0:
         raise _invalid(f"The {name} epoch cannot be a negative number.")
     if value > INT32_MAX:
         raise _invalid(f"The {name} epoch does not fit in an int32.")
@@ -71,21 +71,22 @@ def check_epoch(value, name: str) -> int:
 
 def check_start_offset(value) -> int:
     """A start offset: an int64 >= -1, where -1 means "not initialized" or "unchanged"."""
-    if not _is_int(value) or not -1 <= value <= INT64_MAX:
+    if not is_plain_int(value) or not -1 <= value <= INT64_MAX:
         raise _invalid(f"The start offset must be an int64 >= -1, not {value!r}.")
     return int(value)
 
 
 def check_delivery_complete_count(value) -> int:
     """A delivery complete count: an int32 >= -1, where -1 means "unknown"."""
-    if not _is_int(value) or not -1 <= value <= INT32_MAX:
+    if not is_plain_int(value) or not -1 <= value <= INT32_MAX:
         raise _invalid(f"The delivery complete count must be an int32 >= -1, not {value!r}.")
     return int(value)
 
 
 def check_state_batches(batches: Iterable) -> list[StateBatch]:
-    """State batches of a request: 0 <= first <= last (int64), a persisted delivery state (0, 2 or 4)
-    and a delivery count in 0..32767. Batches may overlap; the combiner resolves them."""
+    """State batches of a request: 0 <= first <= last (int64), a record state id (0, 1, 2 or 4: the
+    coordinator stores what a leader writes without judging the state, as Kafka's does) and a delivery
+    count in 0..32767. Batches may overlap; the combiner resolves them."""
     if batches is None or isinstance(batches, (str, bytes)):
         raise _invalid("The state batches must be a sequence of StateBatch.")
     try:
@@ -98,11 +99,11 @@ def check_state_batches(batches: Iterable) -> list[StateBatch]:
             first, last, state, count = batch
         except (TypeError, ValueError):
             raise _invalid(f"A state batch has four fields, not {batch!r}.") from None
-        if not (_is_int(first) and _is_int(last) and 0 <= first <= last <= INT64_MAX):
+        if not (is_plain_int(first) and is_plain_int(last) and 0 <= first <= last <= INT64_MAX):
             raise _invalid(f"A state batch needs 0 <= first_offset <= last_offset, not {batch!r}.")
-        if not _is_int(state) or state not in PERSISTED_DELIVERY_STATES:
-            raise _invalid(f"A persisted delivery state is 0, 2 or 4, not {state!r}.")
-        if not _is_int(count) or not 0 <= count <= DELIVERY_COUNT_MAX:
+        if not is_plain_int(state) or state not in RECORD_STATE_IDS:
+            raise _invalid(f"A delivery state is a record state (0, 1, 2 or 4), not {state!r}.")
+        if not is_plain_int(count) or not 0 <= count <= DELIVERY_COUNT_MAX:
             raise _invalid(f"A delivery count is in 0..{DELIVERY_COUNT_MAX}, not {count!r}.")
         checked.append(StateBatch(int(first), int(last), int(state), int(count)))
     return checked
@@ -124,10 +125,25 @@ def fast_state_batches(batches) -> tuple[StateBatch, ...]:
                 and type(state) is int
                 and type(count) is int
                 and 0 <= first <= last <= INT64_MAX
-                and state in PERSISTED_DELIVERY_STATES
+                and state in RECORD_STATE_IDS
                 and 0 <= count <= DELIVERY_COUNT_MAX
             ):
                 break
         else:
             return batches if kind is tuple else tuple(batches)
     return tuple(check_state_batches(batches))
+
+
+def request_key(group_id, topic_id, partition) -> StateKey:
+    """`check_key` for the hot path: plain values take a fast branch, anything else `check_key` (same
+    errors)."""
+    if (
+        type(group_id) is str
+        and type(topic_id) is uuid.UUID
+        and type(partition) is int
+        and 0 <= partition <= INT32_MAX
+        and 0 < len(group_id) <= GROUP_ID_BYTES_MAX
+        and group_id.isascii()  # then its UTF-8 form is as long as it is
+    ):
+        return StateKey(group_id, topic_id, partition)
+    return check_key(group_id, topic_id, partition)

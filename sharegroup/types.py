@@ -130,3 +130,25 @@ class TrackerWrite(NamedTuple):
     state_batches: list[StateBatch]
     start_offset: int
     delivery_complete_count: int
+
+
+# -- raw ids of the vocabulary, for code that handles plain ints (decoded records, requests) --------
+# Appended for the persister and the audit: they check the ints of persisted state batches against
+# these instead of keeping copies of the numbers.
+
+RECORD_STATE_IDS = frozenset(int(state) for state in RecordState)
+"""Every delivery state id a state batch may carry: 0, 1, 2 and 4 (3, ARCHIVING, is no state)."""
+
+TERMINAL_STATE_IDS = frozenset(int(state) for state in RecordState if state.terminal)
+"""The ids of the terminal states: ACKNOWLEDGED (2) and ARCHIVED (4)."""
+
+DELIVERY_COUNT_MAX = 2**15 - 1
+"""The largest delivery count a state batch can carry (DeliveryCount is an int16 on the wire)."""
+
+
+def is_plain_int(value) -> bool:
+    """Whether `value` is an int and not a bool (bool is an int subclass that no request field means)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+__all__ += ["RECORD_STATE_IDS", "TERMINAL_STATE_IDS", "DELIVERY_COUNT_MAX", "is_plain_int"]

@@ -345,12 +345,12 @@ def fault_leader_epoch_decreases(log_dir):
     return [(K1, i, Rule.LEADER_EPOCH)]
 
 
-def fault_delivery_state_never_persisted(log_dir):
+def fault_delivery_state_is_no_record_state(log_dir):
     records = _records()
     i = _index_where(records, lambda k, r: k == K2 and type(r) is ShareDelta and r.state_batches, 3)
     key, r = records[i]
     b = r.state_batches[0]
-    records[i] = (key, dataclasses.replace(r, state_batches=(b._replace(delivery_state=1),) + r.state_batches[1:]))
+    records[i] = (key, dataclasses.replace(r, state_batches=(b._replace(delivery_state=3),) + r.state_batches[1:]))
     hand_log_from(records).write(log_dir)
     return [(K2, i, Rule.BATCHES)]
 
@@ -427,7 +427,7 @@ FAULTS = [
     Fault("checkpoint-epoch-decreases", fault_checkpoint_epoch_decreases),
     Fault("state-epoch-decreases", fault_state_epoch_decreases),
     Fault("leader-epoch-decreases", fault_leader_epoch_decreases),
-    Fault("delivery-state-never-persisted", fault_delivery_state_never_persisted),
+    Fault("delivery-state-is-no-record-state", fault_delivery_state_is_no_record_state),
     Fault("segment-gap", fault_segment_gap),
     Fault("undecodable-record", fault_undecodable_record),
     Fault("record-without-a-key", fault_record_without_a_key),

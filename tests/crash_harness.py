@@ -1,14 +1,18 @@
 """Crash harness: a child process writes share-partition state through a LocalPersister in a loop and
-prints every write once it is acknowledged; the parent SIGKILLs it at random (seeded) moments, reopens
-the state log and checks that every acknowledged write is there and that the log opens cleanly.
+prints every write it starts and every write once it is acknowledged; the parent SIGKILLs it at random
+(seeded) moments, reopens the state log and checks that the log opens cleanly, that every acknowledged
+write is there and that each share-partition's state batches equal what its writes make of them.
 
-Used by tests/test_crash_safety.py (a dozen kills) and bench/crash_stress.py (hundreds). Run as a
+Used by tests/test_crash_safety.py (twenty kills) and bench/crash_stress.py (hundreds). Run as a
 script, `python tests/crash_harness.py child LOG_DIR SEED PARTITIONS` is the child.
 
 Each partition's writes carry an increasing sequence number as their start offset and delivery
 complete count, and the start offset never moves backwards, so "write s of partition p is present"
 means the recovered start offset of p is at least s. A partition has one write in flight at a time,
 so the recovered value is the last acknowledged one or the one after it (durable, not yet printed).
+The parent keeps its own model of each partition's state batches (`PartitionModel`: per offset the
+highest (delivery count, state) written at or above the start offset), fed by the acknowledged
+writes, plus the one in flight when recovery shows it durable.
 """
 
 from __future__ import annotations
@@ -63,7 +67,9 @@ async def child_main(log_dir: str, seed: int, partitions: int) -> None:
     async def writer(part: int) -> None:
         seq = next_seq[part]
         while True:
-            batches = [StateBatch(seq, seq + rng.randint(0, 3), rng.choice((0, 2, 4)), rng.randint(1, 5))]
+            batch = StateBatch(seq, seq + rng.randint(0, 3), rng.choice((0, 1, 2, 4)), rng.randint(1, 5))
+            batches = [batch]
+            out.write(f"WRITE {part} {seq} {' '.join(map(str, batch))}\n")
             await p.write_state(
                 GROUP,
                 TOPIC,
@@ -87,6 +93,35 @@ async def child_main(log_dir: str, seed: int, partitions: int) -> None:
 # -- the parent ------------------------------------------------------------------------------------
 
 
+class PartitionModel:
+    """What one partition's durable state must be after its writes: the start offset (the last write's
+    sequence number) and, per offset at or above it, the highest (delivery count, state) written, as
+    the share coordinator combines them. Independent of the persister's combiner on purpose."""
+
+    def __init__(self) -> None:
+        self.start_offset = 0
+        self.offsets: dict[int, tuple[int, int]] = {}  # offset -> (delivery count, delivery state)
+
+    def apply(self, seq: int, batch: tuple[int, int, int, int]) -> None:
+        first, last, state, count = batch
+        self.start_offset = seq
+        self.offsets = {o: v for o, v in self.offsets.items() if o >= seq}
+        for offset in range(max(first, seq), last + 1):
+            if (count, state) > self.offsets.get(offset, (-1, -1)):
+                self.offsets[offset] = (count, state)
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """The offsets as coalesced (first, last, state, count) runs, as the coordinator stores them."""
+        runs: list[list[int]] = []
+        for offset in sorted(self.offsets):
+            count, state = self.offsets[offset]
+            if runs and runs[-1][1] + 1 == offset and runs[-1][2] == state and runs[-1][3] == count:
+                runs[-1][1] = offset
+            else:
+                runs.append([offset, offset, state, count])
+        return [tuple(run) for run in runs]
+
+
 @dataclass
 class CrashReport:
     kills: int = 0
@@ -94,7 +129,10 @@ class CrashReport:
     killed_while_opening: int = 0
     torn_tails_truncated: int = 0
     unacknowledged_but_durable: int = 0  # writes found durable whose acknowledgement was never printed
+    states_verified: int = 0  # partition states compared with their model after a reopen
     last_acked: dict[int, int] = field(default_factory=dict)
+    models: dict[int, PartitionModel] = field(default_factory=dict)
+    in_flight: dict[int, tuple[int, tuple[int, int, int, int]]] = field(default_factory=dict)
 
 
 class _Watchdog:
@@ -126,14 +164,22 @@ def _spawn_child(log_dir: str, seed: int, partitions: int) -> subprocess.Popen:
     )
 
 
-def _parse_ack(line: str, report: CrashReport) -> None:
+def _parse_line(line: str, report: CrashReport) -> None:
+    """Take in one line of the child: a write it starts (`WRITE part seq first last state count`) or
+    one acknowledged (`ACK part seq`), which moves the partition's model."""
     if not line.endswith("\n"):
         return  # cut off by the kill: never complete, so never an acknowledgement
-    if line.startswith("ACK "):
+    if line.startswith("WRITE "):
+        part, seq, *batch = map(int, line.split()[1:])
+        report.in_flight[part] = (seq, tuple(batch))
+    elif line.startswith("ACK "):
         _, part, seq = line.split()
         part, seq = int(part), int(seq)
         previous = report.last_acked.get(part, 0)
         assert seq == previous + 1, f"partition {part} jumped from {previous} to {seq}"
+        written_seq, batch = report.in_flight.pop(part)
+        assert written_seq == seq, (part, written_seq, seq)
+        report.models.setdefault(part, PartitionModel()).apply(seq, batch)
         report.last_acked[part] = seq
         report.acknowledged += 1
 
@@ -149,7 +195,8 @@ class _TornTailCounter(logging.Handler):
 
 
 def verify(log_dir: str, report: CrashReport, partitions: int) -> None:
-    """Reopen the log (it must open cleanly) and check every acknowledged write is present."""
+    """Reopen the log (it must open cleanly) and check every acknowledged write is present and every
+    partition's state batches equal its model."""
     from persister import LocalPersister, read_log
 
     counter = _TornTailCounter()
@@ -163,16 +210,26 @@ def verify(log_dir: str, report: CrashReport, partitions: int) -> None:
             try:
                 p.coordinator._check()
                 p.log._check()
-                for part, acked in report.last_acked.items():
+                for part in range(partitions):
                     state = p.summary_of(GROUP, TOPIC, part)
-                    assert state is not None, f"partition {part} lost its state (last acknowledged {acked})"
+                    if state is None:  # killed before the child initialized it: nothing was acknowledged
+                        assert part not in report.last_acked, f"partition {part} lost its state"
+                        continue
+                    acked = report.last_acked.setdefault(part, 0)  # initialized: start offset 0
+                    model = report.models.setdefault(part, PartitionModel())
                     assert state.start_offset >= acked, (
                         f"partition {part}: acknowledged write {acked} lost (recovered {state.start_offset})"
                     )
                     assert state.start_offset <= acked + 1, (part, acked, state.start_offset)
                     assert state.delivery_complete_count == state.start_offset
-                    if state.start_offset == acked + 1:
+                    in_flight = report.in_flight.pop(part, None)
+                    if state.start_offset == acked + 1:  # the write in flight became durable
+                        assert in_flight is not None and in_flight[0] == acked + 1, (part, in_flight)
+                        model.apply(*in_flight)
                         report.unacknowledged_but_durable += 1
+                    batches = [tuple(b) for b in p.state_of(GROUP, TOPIC, part).state_batches]
+                    assert batches == model.state_batches(), (part, batches, model.state_batches())
+                    report.states_verified += 1
                     # The child resumes from the durable value, which the parent must track from now on.
                     report.last_acked[part] = state.start_offset
                 entries = list(read_log(log_dir))
@@ -213,14 +270,19 @@ def run_crash_cycles(
             else:
                 line = proc.stdout.readline()
                 assert line == "READY\n", (line, proc.wait(), proc.stderr.read() if proc.stderr else "")
-                for _ in range(rng.randint(1, max_acks_before_kill)):
+                acks_before_kill = rng.randint(1, max_acks_before_kill)
+                acks = 0
+                while acks < acks_before_kill:
                     line = proc.stdout.readline()
-                    assert line.startswith("ACK "), (line, proc.wait(), proc.stderr.read() if proc.stderr else "")
-                    _parse_ack(line, report)
+                    assert line.startswith(("ACK ", "WRITE ")), (
+                        line, proc.wait(), proc.stderr.read() if proc.stderr else ""
+                    )
+                    _parse_line(line, report)
+                    acks += line.startswith("ACK ")
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             for line in proc.stdout:  # acknowledgements printed before the kill landed count too
-                _parse_ack(line, report)
+                _parse_line(line, report)
         finally:
             watchdog.cancel()
             if proc.poll() is None:

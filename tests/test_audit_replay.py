@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from persister import ShareCheckpoint, ShareCoordinator, ShareDelta
 from sharegroup.audit import AuditEnvironmentError, AuditOptions, FinalState, Rule, main, replay_log, run_audit
-from sharegroup.audit.rules import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, KeyAuditor
+from sharegroup.audit.rules import KeyAuditor
 from sharegroup.audit.synthetic import write_synthetic_log
 from sharegroup.clock import ManualClock
 from sharegroup.types import StateBatch
@@ -215,11 +215,11 @@ def test_reinitialization_may_move_the_start_offset_back_and_reset_the_leader_ep
 
 
 def checkpoint(offset, epoch=0, *, se=0, le=0, start=0, batches=(), create=5, write=5):
-    return (offset, KIND_CHECKPOINT, epoch, se, le, start, 0, create, write, tuple(StateBatch(*b) for b in batches))
+    return (offset, ShareCheckpoint(epoch, se, le, start, 0, create, write, tuple(StateBatch(*b) for b in batches)))
 
 
 def delta(offset, epoch=0, *, le=0, start=0, batches=()):
-    return (offset, KIND_DELTA, epoch, le, start, 0, tuple(StateBatch(*b) for b in batches))
+    return (offset, ShareDelta(epoch, le, start, 0, tuple(StateBatch(*b) for b in batches)))
 
 
 def rules_of(rows, options=AuditOptions(), log_start_offset=0):
@@ -257,10 +257,51 @@ def test_a_checkpoint_that_resurrects_a_terminal_offset_is_a_violation_unless_it
     assert rules_of(base + [checkpoint(1, 1, start=0, batches=[], create=9, write=9)]) == []
 
 
+def test_acquired_runs_are_accepted_and_combined_by_count_then_state():
+    """Every record state, ACQUIRED (1) included, is a valid delivery state, as in the coordinator."""
+    rows = [
+        checkpoint(0, batches=[(0, 9, 1, 1)]),
+        delta(1, batches=[(0, 2, 0, 1), (5, 14, 1, 2)]),
+        delta(2, batches=[(3, 4, 2, 1)]),
+    ]
+    auditor = KeyAuditor(K1, AuditOptions(), 0)
+    result = auditor.apply_all(rows)
+    assert result.violations == []
+    assert result.final.state_batches == (
+        StateBatch(0, 2, 1, 1),
+        StateBatch(3, 4, 2, 1),
+        StateBatch(5, 14, 1, 2),
+    )
+    assert rules_of(rows + [delta(3, batches=[(0, 0, 3, 1)])]) == [(3, Rule.BATCHES)]  # 3 is no state
+
+
+def test_a_terminal_offset_acquired_again_is_a_violation():
+    rows = [checkpoint(0, batches=[(0, 4, 2, 1)]), delta(1, batches=[(2, 2, 1, 2)])]
+    assert rules_of(rows) == [(1, Rule.TERMINAL)]
+
+
 def test_a_tombstone_starts_a_new_life_and_a_delta_after_it_is_a_violation():
-    rows = [checkpoint(0, 3, se=2, le=5, start=100), (1, KIND_TOMBSTONE), checkpoint(2, 0, se=0, le=0, start=0)]
+    rows = [checkpoint(0, 3, se=2, le=5, start=100), (1, None), checkpoint(2, 0, se=0, le=0, start=0)]
     assert rules_of(rows) == []
     assert rules_of(rows[:2] + [delta(2, 3)]) == [(2, Rule.DELTA_EPOCH)]
+
+
+def test_the_audit_uses_only_public_names_of_persister():
+    """The audit shares the persister's replay and recovery rules through public functions; it never
+    reaches for a private name (nor keeps a copy of the rules)."""
+    import ast
+
+    audit_dir = os.path.join(REPO_ROOT, "sharegroup", "audit")
+    for name in sorted(os.listdir(audit_dir)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(audit_dir, name)) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("persister"):
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert not private, (name, node.module, private)
+                assert not any(part.startswith("_") for part in node.module.split(".")), (name, node.module)
 
 
 def test_rows_must_come_in_log_order():

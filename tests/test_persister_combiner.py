@@ -1,4 +1,5 @@
-"""The state-batch combiner against a brute-force per-offset model (coordinator-facts §2.5)."""
+"""The state-batch combiner against a brute-force per-offset model (higher delivery count wins, then
+higher state)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ G = "group-a"
 T = uuid.UUID("00000000-0000-0000-0000-0000000000aa")
 T2 = uuid.UUID("00000000-0000-0000-0000-0000000000bb")
 KEY = StateKey(G, T, 0)
-AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 
 
 def run(coro):
@@ -160,9 +160,10 @@ BAD_KEYS = [
 BAD_BATCHES = [
     [(5, 4, AVAILABLE, 1)],
     [(-1, 4, AVAILABLE, 1)],
-    [(0, 4, 1, 1)],  # ACQUIRED is never persisted
-    [(0, 4, 3, 1)],  # ARCHIVING is unused
+    [(0, 4, 3, 1)],  # 3 (ARCHIVING) is no record state
     [(0, 4, 5, 1)],
+    [(0, 4, -1, 1)],
+    [(0, 4, True, 1)],
     [(0, 4, AVAILABLE, -1)],
     [(0, 4, AVAILABLE, 2**15)],
     [(0, 4, AVAILABLE)],
@@ -203,6 +204,34 @@ def test_bad_batches_are_invalid_request_even_when_the_epochs_would_be_fenced(ba
             coord.write_state(G, T, 0, state_epoch=1, leader_epoch=1, start_offset=0, state_batches=batches),
         )
         assert len(coord.log) == before
+
+    run(main())
+
+
+def test_every_record_state_is_accepted_and_combined_by_count_then_state():
+    """Kafka's share coordinator stores what a leader writes without judging the delivery states (its
+    tests write runs in ACQUIRED): every RecordState id is accepted, in deltas and in checkpoints, and
+    overlaps are combined by the usual priority, higher delivery count first, then higher state."""
+
+    async def main():
+        coord = await open_coordinator(n=2)
+        await coord.initialize_state(G, T, 0, state_epoch=0, start_offset=0)
+        await write(coord, batches=[(0, 9, ACQUIRED, 1)])
+        await write(coord, batches=[(5, 14, ACQUIRED, 2)])  # higher count wins on 5..9
+        assert kinds(coord) == "CDD"
+        assert records(coord)[1].state_batches == (StateBatch(0, 9, ACQUIRED, 1),)
+        # The third write is a checkpoint (N = 2): equal counts, the higher state wins on each side.
+        await write(coord, batches=[(0, 2, AVAILABLE, 1), (3, 4, ACKNOWLEDGED, 1), (14, 16, ARCHIVED, 2)])
+        assert kinds(coord) == "CDDC"
+        expected = [
+            StateBatch(0, 2, ACQUIRED, 1),
+            StateBatch(3, 4, ACKNOWLEDGED, 1),
+            StateBatch(5, 13, ACQUIRED, 2),
+            StateBatch(14, 16, ARCHIVED, 2),
+        ]
+        assert records(coord)[3].state_batches == tuple(expected)
+        assert await coord.read_state(G, T, 0, leader_epoch=0) == PartitionState(0, 0, expected)
+        assert_replays_identically(coord)
 
     run(main())
 

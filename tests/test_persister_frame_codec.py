@@ -37,7 +37,7 @@ from persister.records import (
 from sharegroup.types import StateBatch
 
 PURE_ONLY = os.environ.get("SHAREGROUP_PUREPYTHON") == "1"
-native_only = pytest.mark.skipif(PURE_ONLY, reason="the native codec is not built in the pure pass")
+native_only = pytest.mark.skipif(PURE_ONLY, reason="the pure pass (SHAREGROUP_PUREPYTHON=1) runs the pure twin only")
 
 
 def _twins():
@@ -416,3 +416,23 @@ def test_encode_key_checks_as_encode_record():
     with pytest.raises(ValueError):
         encode_key(StateKey("g", TOPIC, -1))
     assert struct.calcsize(">II") == 8
+
+
+def test_the_row_vocabulary_lives_in_a_leaf_module_both_twins_import():
+    """KIND_* and KeyTable are defined once, in persister.frame_rows, which imports nothing of the
+    package (so no import circle can pass through it); both twins and the selector use those objects."""
+    import ast
+    import inspect
+
+    from persister import frame_rows
+
+    tree = ast.parse(inspect.getsource(frame_rows))
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert all(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in imports)
+    assert frame_codec_module.KeyTable is frame_rows.KeyTable is frame_codec_pure.KeyTable
+    kinds = (frame_rows.KIND_CHECKPOINT, frame_rows.KIND_DELTA, frame_rows.KIND_TOMBSTONE)
+    assert kinds == (0, 1, 2)
+    assert (frame_codec_pure.KIND_CHECKPOINT, frame_codec_pure.KIND_DELTA, frame_codec_pure.KIND_TOMBSTONE) == kinds
+    if not PURE_ONLY:
+        native = frame_codec_module.native_frame_codec()
+        assert (native.KIND_CHECKPOINT, native.KIND_DELTA, native.KIND_TOMBSTONE) == kinds

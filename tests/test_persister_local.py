@@ -14,7 +14,7 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry
 
-import persister.log as log_module
+import persister.log_files as log_files
 from persister import (
     CorruptLogError,
     LocalPersister,
@@ -188,14 +188,14 @@ def test_a_failed_fsync_fails_the_write_and_leaves_state_and_log_unchanged(tmp_p
         await write(p, 0, 0)
         dump, end, size = p.coordinator._dump(), p.log.end_offset, p.log.size_bytes()
 
-        real_fsync = log_module._fsync
+        real_fsync = log_files.fsync_file
 
         def failing_fsync(fd):  # fails to make new bytes durable; the undo (truncating back) succeeds
             if os.fstat(fd).st_size > size:
                 raise OSError(errno.EIO, "Input/output error")
             real_fsync(fd)
 
-        monkeypatch.setattr(log_module, "_fsync", failing_fsync)
+        monkeypatch.setattr(log_files, "fsync_file", failing_fsync)
         results = await asyncio.gather(
             write(p, 0, 3, batches=[StateBatch(3, 9, ARCHIVED, 2)]),
             write(p, 1, 5),

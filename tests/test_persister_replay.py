@@ -1,11 +1,11 @@
-"""Bulk recovery (`ShareCoordinator._replay_log` over a log's decoded rows) equals replaying the same
+"""Bulk recovery (`persister.replay_log` over a log's decoded rows) equals replaying the same
 records one by one with `_replay`, on random histories: tombstones and keys coming back, checkpoints
 that re-initialize (lower leader epoch, the fences surviving), deltas with "unchanged" (-1) fields,
 start offsets that move backwards (which a coordinator never writes, but a log may hold), checkpoints
 whose batches are not in canonical form, and logs pruned so that keys begin with a delta.
 
 The one-by-one replay is the definition (it is what every write does); the bulk path folds the log per
-key and combines each key's deltas once (see `_replay_log` for why that is the same thing)."""
+key and combines each key's deltas once (see `persister.replay.replay_rows` for why that is the same thing)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,20 @@ import uuid
 
 import pytest
 
-from persister import LogEntry, MemoryLog, SegmentLog, ShareCheckpoint, ShareCoordinator, ShareDelta, StateKey
+from persister import (
+    BulkRecordLog,
+    LogEntry,
+    MemoryLog,
+    RecordLog,
+    SegmentLog,
+    ShareCheckpoint,
+    ShareCoordinator,
+    ShareDelta,
+    StateKey,
+    apply_record,
+    replay_log,
+    replay_record,
+)
 from persister.combiner import is_canonical
 from sharegroup.types import StateBatch
 
@@ -54,7 +67,7 @@ def random_batches(rng: random.Random, around: int, canonical_only: bool) -> lis
     batches = []
     for _ in range(rng.choice([0, 1, 1, 2, 3, 6])):
         first = max(0, around + rng.randint(-8, 25))
-        batches.append(StateBatch(first, first + rng.randint(0, 6), rng.choice([0, 2, 4]), rng.randint(0, 3)))
+        batches.append(StateBatch(first, first + rng.randint(0, 6), rng.choice([0, 1, 2, 4]), rng.randint(0, 3)))
     if canonical_only or rng.random() < 0.5:
         from persister import combine
 
@@ -192,6 +205,36 @@ def test_an_entries_only_log_is_replayed_one_record_at_a_time():
     log = MemoryLog()
     log.append_now([(KEYS[0], ShareCheckpoint(0, 0, 0, 0, 0, 0, 0, []))])
     wrapper = EntriesOnly(log)
-    assert not hasattr(wrapper, "_read_rows")
+    assert not hasattr(wrapper, "read_rows")
     assert list(wrapper.read_all()) == [LogEntry(0, KEYS[0], ShareCheckpoint(0, 0, 0, 0, 0, 0, 0, []))]
     assert ShareCoordinator(wrapper)._dump() == ShareCoordinator(log)._dump()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_public_replay_functions_are_the_coordinators_replay(seed):
+    """`replay_log` (bulk), `replay_record` (one record at a time) and `apply_record` (one key, as the
+    audit uses it) give what the coordinator itself derives from the same log."""
+    log = MemoryLog()
+    log.append_now(random_history(random.Random(seed), 150, hostile=seed % 2 == 1))
+    expected = ShareCoordinator(log)._dump()
+    assert {key: key_state.dump() for key, key_state in replay_log(log).items()} == expected
+    one_by_one: dict = {}
+    per_key: dict = {}
+    for entry in log.read_all():
+        replay_record(one_by_one, entry.offset, entry.key, entry.record)
+        per_key[entry.key] = apply_record(per_key.get(entry.key), entry.offset, entry.record)
+    assert {key: key_state.dump() for key, key_state in one_by_one.items()} == expected
+    assert {key: key_state.dump() for key, key_state in per_key.items() if key_state is not None} == expected
+
+
+def test_the_fast_paths_are_declared_by_the_bulk_record_log_protocol(tmp_path):
+    async def main():
+        segment = await SegmentLog.open(tmp_path, fsync=False)
+        try:
+            assert isinstance(segment, BulkRecordLog) and isinstance(MemoryLog(), BulkRecordLog)
+            assert isinstance(EntriesOnly(MemoryLog()), RecordLog)
+            assert not isinstance(EntriesOnly(MemoryLog()), BulkRecordLog)
+        finally:
+            await segment.close()
+
+    asyncio.run(main())

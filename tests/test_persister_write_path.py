@@ -1,4 +1,4 @@
-"""The coordinator's write path over logs with `_enqueue` (MemoryLog, SegmentLog): no task per write,
+"""The coordinator's write path over logs with `enqueue` (MemoryLog, SegmentLog): no task per write,
 a per-key hold passed on by the log's callback, fast validation branches. What must hold:
 
 - a cancelled caller never leaves its key free while its possibly-durable record is unreplayed: the
@@ -20,7 +20,8 @@ import uuid
 
 import pytest
 
-import persister.log as log_module
+import persister.coordinator as coordinator_module
+import persister.log_files as log_files
 from persister import MemoryLog, ShareCheckpoint, ShareCoordinator, ShareDelta, StateKey
 from persister.validation import (
     check_delivery_complete_count,
@@ -50,7 +51,7 @@ class FsyncGate:
         self.event = threading.Event()
         self.event.set()
         self.waiting = 0
-        real = log_module._fsync
+        real = log_files.fsync_file
 
         def gated(fd):
             self.waiting += 1
@@ -60,7 +61,7 @@ class FsyncGate:
                 self.waiting -= 1
             real(fd)
 
-        monkeypatch.setattr(log_module, "_fsync", gated)
+        monkeypatch.setattr(log_files, "fsync_file", gated)
 
     def close(self) -> None:
         self.event.clear()
@@ -97,7 +98,7 @@ def kinds(coord) -> str:
 def assert_quiet(coord) -> None:
     """Nothing held, queued or in flight; the invariants hold; a fresh replay agrees."""
     coord._check()
-    assert coord._held == {} and coord._enqueued == 0 and coord._append_floors == {}
+    assert coord._pipeline.held == {} and coord._pipeline.queued == 0 and coord._pipeline.append_floors == {}
     assert ShareCoordinator(coord.log)._dump() == coord._dump()
 
 
@@ -114,8 +115,8 @@ def test_the_fast_path_serves_memory_and_segment_logs_but_not_an_overridden_appe
 
     async def main():
         segment = await open_coordinator(tmp_path, fsync=False)
-        assert segment._enqueue is not None and ShareCoordinator(MemoryLog())._enqueue is not None
-        assert ShareCoordinator(Delayed())._enqueue is None
+        assert segment._pipeline.enqueue is not None and ShareCoordinator(MemoryLog())._pipeline.enqueue is not None
+        assert ShareCoordinator(Delayed())._pipeline.enqueue is None
         await segment.close()
 
     run(main())
@@ -135,7 +136,7 @@ def test_a_write_cancelled_while_its_record_is_being_fsynced_is_replayed_before_
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first  # the caller lets go at once ...
-        assert KEY in coord._held and coord._enqueued == 1  # ... but the key stays held by its record
+        assert KEY in coord._pipeline.held and coord._pipeline.queued == 1  # ... but the key stays held by its record
         second = asyncio.ensure_future(write(coord, 6))
         await settle()
         assert not second.done() and coord.state(KEY).start_offset == 0
@@ -163,7 +164,7 @@ def test_a_write_cancelled_while_waiting_for_its_key_writes_nothing_and_passes_t
         doomed = asyncio.ensure_future(write(coord, 2))
         last = asyncio.ensure_future(write(coord, 3))
         await settle()
-        assert len(coord._held[KEY]) == 2
+        assert len(coord._pipeline.held[KEY]) == 2
         doomed.cancel()
         await settle()
         gate.open()
@@ -181,11 +182,11 @@ def test_a_waiter_cancelled_just_as_the_key_is_handed_to_it_passes_it_on():
     async def main():
         coord = ShareCoordinator(MemoryLog(), clock=ManualClock(0))
         await coord.initialize_state(G, T, 0, state_epoch=0, start_offset=0)
-        await coord._hold(KEY)
+        await coord._pipeline.hold(KEY)
         handed = asyncio.ensure_future(write(coord, 1))
         after = asyncio.ensure_future(write(coord, 2))
         await settle()
-        coord._release(KEY)  # the hold goes to `handed`, which has not run yet ...
+        coord._pipeline.release(KEY)  # the hold goes to `handed`, which has not run yet ...
         handed.cancel()  # ... and is cancelled before it does
         await after
         assert handed.cancelled()
@@ -210,7 +211,7 @@ def test_a_write_cancelled_while_the_log_queue_is_full_writes_nothing(tmp_path, 
         assert not blocked.done() and coord.log._space_waiters
         blocked.cancel()
         await settle()
-        assert blocked.cancelled() and StateKey(G, T, 1) not in coord._held
+        assert blocked.cancelled() and StateKey(G, T, 1) not in coord._pipeline.held
         gate.open()
         await first
         await write(coord, 7, partition=1)  # the key was released and the room passed on
@@ -253,19 +254,19 @@ def test_a_failed_group_fails_every_write_in_it_and_releases_the_keys(tmp_path, 
             await coord.initialize_state(G, T, partition, state_epoch=0, start_offset=0)
         before = coord._dump()
 
-        real, failures = log_module._fsync, [OSError(5, "I/O error")]
+        real, failures = log_files.fsync_file, [OSError(5, "I/O error")]
 
         def fail_once(fd):  # the group's fsync fails; the undo's succeeds
             if failures:
                 raise failures.pop()
             real(fd)
 
-        monkeypatch.setattr(log_module, "_fsync", fail_once)
+        monkeypatch.setattr(log_files, "fsync_file", fail_once)
         results = await asyncio.gather(*(write(coord, 3, partition=p) for p in range(3)), return_exceptions=True)
         assert all(isinstance(r, ShareError) and r.error is Errors.UNKNOWN_SERVER_ERROR for r in results)
         monkeypatch.undo()
         assert coord._dump() == before
-        assert coord._held == {} and coord._enqueued == 0
+        assert coord._pipeline.held == {} and coord._pipeline.queued == 0
         await write(coord, 3)
         assert coord.state(KEY).start_offset == 3
         await coord.close()
@@ -385,13 +386,13 @@ def test_write_state_validates_exactly_as_the_validation_functions(change):
 
 def test_open_replays_a_directory_in_a_worker_thread_and_a_log_instance_on_the_loop(tmp_path, monkeypatch):
     threads = []
-    real = ShareCoordinator._replay_log
+    real = coordinator_module.replay_log
 
-    def spy(self, log):
+    def spy(log):
         threads.append(threading.current_thread() is threading.main_thread())
-        return real(self, log)
+        return real(log)
 
-    monkeypatch.setattr(ShareCoordinator, "_replay_log", spy)
+    monkeypatch.setattr(coordinator_module, "replay_log", spy)
 
     async def main():
         coord = await open_coordinator(tmp_path, fsync=False)
@@ -404,18 +405,18 @@ def test_open_replays_a_directory_in_a_worker_thread_and_a_log_instance_on_the_l
 
 def test_a_cancelled_open_closes_the_log_after_the_replay_finished(tmp_path, monkeypatch):
     started, release = threading.Event(), threading.Event()
-    real = ShareCoordinator._replay_log
+    real = coordinator_module.replay_log
 
-    def slow(self, log):
+    def slow(log):
         started.set()
         assert release.wait(30)
-        return real(self, log)
+        return real(log)
 
     async def main():
         coord = await open_coordinator(tmp_path, fsync=False)
         await coord.initialize_state(G, T, 0, state_epoch=0, start_offset=7)
         await coord.close()
-        monkeypatch.setattr(ShareCoordinator, "_replay_log", slow)
+        monkeypatch.setattr(coordinator_module, "replay_log", slow)
         opening = asyncio.ensure_future(open_coordinator(tmp_path, fsync=False))
         while not started.is_set():
             await asyncio.sleep(0.001)

@@ -1,4 +1,4 @@
-"""The Spark audit of a share-coordinator state log (layer 4; SPEC §7).
+"""The Spark audit of a share-coordinator state log (layer 4).
 
 `run_audit(dir)` decodes every segment file with Spark, replays each share-partition's checkpoint/delta
 stream in log order exactly as `persister.ShareCoordinator` recovers it, checks the invariants (see

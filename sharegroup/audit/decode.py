@@ -3,7 +3,7 @@
 Both engines (Spark executors and the single-process replay) run `SegmentSplitter` over the bytes of one
 segment file (framing and CRC checks; frames routed by share-partition key), `decode_chunks` over each
 key's frames and `judge_segments` over what all splitters found, so framing is judged once, the way the
-segment log's recovery judges it (persister/log.py): a bad frame in the last segment with nothing valid
+segment log's recovery judges it (persister/log_recovery.py): a bad frame in the last segment with nothing valid
 after it is a torn tail (tolerated: recovery truncates it); any other bad frame is corruption, reported
 with its file, byte position and log offset. Records are decoded with `persister.records.decode_record`,
 so what the audit accepts is exactly what recovery accepts.
@@ -18,31 +18,27 @@ from __future__ import annotations
 import array
 import dataclasses
 import posixpath
-import re
 from typing import Iterable, Iterator, NamedTuple
 
-import crc32c
 import msgpack
 
-# Private helpers of the segment log (torn tail or corruption; the start offset file's format) and of the
-# record format (the key's shape check), imported so that the audit judges exactly as recovery does
-# instead of keeping a second copy of the rules. Candidates for persister's public API.
-from persister.log import _START_OFFSET_LINE, _valid_frames_follow
-from persister.log import START_OFFSET_FILE, segment_file_name
+# The recovery rules of the segment log (torn tail or corruption; the start offset file's format; the
+# segment file names) and of the record format (the key's shape check), public in persister so that the
+# audit judges exactly as recovery does instead of keeping a second copy of the rules.
+from persister.log_files import START_OFFSET_FILE, parse_segment_file_name, parse_start_offset, segment_file_name
+from persister.log_recovery import valid_frames_follow
 from persister.records import (
     FRAME_HEADER_BYTES,
     MAX_FRAME_BYTES,
     RecordDecodeError,
-    ShareCheckpoint,
-    _check_key,
+    check_encoded_key,
     check_frame,
     decode_record,
 )
 
-from .rules import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, Rule
+from .rules import Rule
 
 __all__ = [
-    "SEGMENT_NAME",
     "START_OFFSET_FILE",
     "SegmentFault",
     "SegmentScan",
@@ -60,14 +56,12 @@ __all__ = [
     "segment_file_name",
 ]
 
-SEGMENT_NAME = re.compile(r"(\d{20})\.log")  # as persister.log names segments (segment_file_name)
 _BODY_MIN_BYTES = 3
 
 
 def parse_segment_name(path: str) -> int | None:
     """The base offset of a segment file path or URI (`.../00000000000000004711.log`), else None."""
-    match = SEGMENT_NAME.fullmatch(posixpath.basename(path.rstrip("/")))
-    return None if match is None else int(match.group(1))
+    return parse_segment_file_name(posixpath.basename(path.rstrip("/")))
 
 
 def display_path(path: str) -> str:
@@ -76,15 +70,6 @@ def display_path(path: str) -> str:
         rest = path[len("file:") :]
         return "/" + rest.lstrip("/") if rest.startswith("/") else rest
     return path
-
-
-def parse_start_offset(content: bytes) -> int:
-    """The offset stored in a `log-start-offset` file; ValueError when it is unreadable (bad format or
-    checksum), which recovery refuses as corruption."""
-    match = _START_OFFSET_LINE.fullmatch(bytes(content))
-    if match is None or crc32c.crc32c(match.group(1)) != int(match.group(2), 16):
-        raise ValueError("the log start offset file is unreadable")
-    return int(match.group(1))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,34 +102,6 @@ class SegmentScan:
     tail: SegmentFault | None = None
 
 
-def _row(offset: int, value) -> tuple:
-    """The audit row of one decoded record (layout in rules.py)."""
-    if value is None:
-        return (offset, KIND_TOMBSTONE)
-    if type(value) is ShareCheckpoint:
-        return (
-            offset,
-            KIND_CHECKPOINT,
-            value.checkpoint_epoch,
-            value.state_epoch,
-            value.leader_epoch,
-            value.start_offset,
-            value.delivery_complete_count,
-            value.create_timestamp_ms,
-            value.write_timestamp_ms,
-            value.state_batches,
-        )
-    return (
-        offset,
-        KIND_DELTA,
-        value.checkpoint_epoch,
-        value.leader_epoch,
-        value.start_offset,
-        value.delivery_complete_count,
-        value.state_batches,
-    )
-
-
 class KeyChunk(NamedTuple):
     """Some frames of one key from one segment file, in file order: their log offsets and byte positions
     and the frames themselves concatenated (frames delimit themselves). Compact and cheap to pickle: this
@@ -166,7 +123,7 @@ def _route(view: memoryview, p: int, end: int) -> tuple:
     if type(payload) is not list or len(payload) != 2:
         raise RecordDecodeError("a payload is a 2-element array [key, value]")
     encoded_key = payload[0]
-    _check_key(encoded_key)
+    check_encoded_key(encoded_key)
     return tuple(encoded_key)
 
 
@@ -240,7 +197,7 @@ class SegmentSplitter:
         """Record the framing fault at byte `p`; return where to go on, or None to stop."""
         scan = self.scan
         n = len(view)
-        if not _valid_frames_follow(bytes(view[p:])):
+        if not valid_frames_follow(bytes(view[p:])):
             # Nothing valid after it: a torn tail if this is the last segment (judge_segments decides).
             scan.tail = SegmentFault(offset, p, Rule.FRAME, reason)
             return None
@@ -262,8 +219,9 @@ class SegmentSplitter:
 
 
 def decode_chunks(chunks: Iterable[KeyChunk]) -> tuple[list[tuple], list[tuple]]:
-    """Decode one key's chunks into audit rows (unsorted) with `persister.records.decode_record`; also
-    return the records that do not decode as (log_offset, detail) pairs."""
+    """Decode one key's chunks into audit rows (log_offset, record), unsorted, with
+    `persister.records.decode_record`; also return the records that do not decode as (log_offset,
+    detail) pairs."""
     rows: list[tuple] = []
     faults: list[tuple] = []
     for path, offsets, positions, frames in chunks:
@@ -276,7 +234,7 @@ def decode_chunks(chunks: Iterable[KeyChunk]) -> tuple[list[tuple], list[tuple]]
                 faults.append((offset, f"{path}: byte {position}: undecodable record: {exc}"))
                 p += FRAME_HEADER_BYTES + int.from_bytes(view[p : p + 4], "big")  # the framing was checked
                 continue
-            rows.append(_row(offset, value))
+            rows.append((offset, value))
             p = end
         assert p == len(view), "a chunk holds whole frames"
     return rows, faults

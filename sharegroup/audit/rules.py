@@ -1,24 +1,19 @@
 """The audit's invariants over one share-partition's record stream, written once and run everywhere.
 
-`KeyAuditor` replays one key's checkpoints, deltas and tombstones in log order exactly as
-`persister.ShareCoordinator` replays them on recovery (the same fields, fences and `persister.combine`),
-and checks the invariants of SPEC §7 before applying each record. The Spark executors and the
+`KeyAuditor` replays one key's checkpoints, deltas and tombstones in log order with the share
+coordinator's own replay (`persister.apply_record` on a `persister.KeyState`: there is one set of
+replay rules, shared), and checks the invariants (`Rule`) around each record: before applying it
+against the state so far, and after it where the rule is about the result (a terminal offset that
+becomes AVAILABLE or ACQUIRED again, too many deltas since a checkpoint). The Spark executors and the
 single-process replay (`replay.py`) both feed it the rows that `decode.py` produces, so every rule
 exists once.
 
-A row is a plain tuple that pickles cheaply (it crosses a Spark shuffle)::
-
-    (log_offset, KIND_CHECKPOINT, checkpoint_epoch, state_epoch, leader_epoch, start_offset,
-     delivery_complete_count, create_timestamp_ms, write_timestamp_ms, state_batches)
-    (log_offset, KIND_DELTA, checkpoint_epoch, leader_epoch, start_offset, delivery_complete_count,
-     state_batches)
-    (log_offset, KIND_TOMBSTONE)
-
-`state_batches` is a tuple of `StateBatch` (any 4-tuples work).
+A row is `(log_offset, record)`: a `persister.ShareCheckpoint`, a `persister.ShareDelta`, or None for a
+tombstone, as `persister.records.decode_record` returns them.
 
 The replay never refuses a record: a record that breaks a rule is reported and then applied the way
-the coordinator would apply it, so the replayed final state equals the coordinator's recovery of the
-same log even when the log is wrong (only a corrupt frame stops the coordinator from opening it).
+the coordinator applies it, so the replayed final state equals the coordinator's recovery of the same
+log even when the log is wrong (only a corrupt frame stops the coordinator from opening it).
 """
 
 from __future__ import annotations
@@ -27,13 +22,12 @@ import dataclasses
 import enum
 from typing import Iterable, NamedTuple, Sequence
 
-from persister.combiner import combine
-from sharegroup.types import StateBatch
+from persister.records import ShareCheckpoint, ShareDelta
+from persister.replay import KeyState, apply_record
+from persister.validation import RECORDS_PER_SNAPSHOT_DEFAULT, RECORDS_PER_SNAPSHOT_MAX
+from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, TERMINAL_STATE_IDS, RecordState, StateBatch
 
 __all__ = [
-    "KIND_CHECKPOINT",
-    "KIND_DELTA",
-    "KIND_TOMBSTONE",
     "Rule",
     "RULE_DESCRIPTIONS",
     "AuditOptions",
@@ -45,20 +39,10 @@ __all__ = [
     "RECORDS_PER_SNAPSHOT_DEFAULT",
 ]
 
-KIND_CHECKPOINT = 0
-KIND_DELTA = 1
-KIND_TOMBSTONE = 2
-
-AVAILABLE = 0
-TERMINAL_STATES = frozenset({2, 4})  # ACKNOWLEDGED, ARCHIVED
-PERSISTED_STATES = frozenset({0, 2, 4})  # ACQUIRED (1) is never persisted; ARCHIVING (3) is unused
 
 # Kafka's group.share.delivery.count.limit is at most 10, so a valid log passes under any valid group
 # configuration with the default; pass the group's own limit for a tighter check.
 DELIVERY_COUNT_LIMIT_DEFAULT = 10
-RECORDS_PER_SNAPSHOT_DEFAULT = 500  # share.coordinator.snapshot.update.records.per.snapshot
-RECORDS_PER_SNAPSHOT_MAX = 500
-DELIVERY_COUNT_MAX = 2**15 - 1
 
 # A key's start-offset progress keeps at most this many points for the picture (every change is kept
 # until then; beyond it the series is thinned evenly, always keeping the last point).
@@ -93,9 +77,9 @@ RULE_DESCRIPTIONS: dict[Rule, str] = {
     Rule.START_OFFSET: "the start offset never moves backwards, except at a re-initialization",
     Rule.STATE_EPOCH: "the state epoch never decreases",
     Rule.LEADER_EPOCH: "the leader epoch never decreases, except at a re-initialization",
-    Rule.BATCHES: "state batches are sorted, disjoint and carry a persisted delivery state (0, 2 or 4)",
+    Rule.BATCHES: "state batches are sorted, disjoint and carry a record state (0, 1, 2 or 4)",
     Rule.DELIVERY_COUNT: "delivery counts stay within the delivery count limit",
-    Rule.TERMINAL: "an ACKNOWLEDGED or ARCHIVED offset never becomes AVAILABLE again (until a "
+    Rule.TERMINAL: "an ACKNOWLEDGED or ARCHIVED offset never becomes AVAILABLE or ACQUIRED again (until a "
     "re-initialization resets the share-partition)",
     Rule.DELTAS_BETWEEN_CHECKPOINTS: "no more than N deltas lie between two checkpoints of a key",
 }
@@ -152,9 +136,9 @@ class KeyResult:
     """What auditing one key's stream produced; small, so it travels back from a Spark executor.
 
     `key` is the decoded `persister.StateKey`; `violations` are (log_offset, rule, detail) tuples in log
-    order; `final` is None when the key ends deleted; `replay` is everything the replay derived, in the
-    layout of `ShareCoordinator._dump()` (for cross-checks); `progress` is (log_offset, start_offset)
-    points for the picture.
+    order; `final` is None when the key ends deleted; `replay` is everything the replay derived,
+    `persister.KeyState.dump()` (for cross-checks with the coordinator's recovery); `progress` is
+    (log_offset, start_offset) points for the picture.
     """
 
     key: tuple
@@ -171,19 +155,22 @@ class KeyResult:
     delivery_counts_written: dict = dataclasses.field(default_factory=dict)  # count -> offsets in delta batches
 
 
+def _state_name(state: int) -> str:
+    return RecordState(state).name if state in RECORD_STATE_IDS else str(state)
+
+
 def _describe(batch: Sequence[int]) -> str:
     first, last, state, count = batch
     return f"[{first}..{last} state {state} count {count}]"
 
 
 class KeyAuditor:
-    """Replays one key's records in log order, checking every invariant before applying a record.
+    """Replays one key's records in log order, checking every invariant around each record.
 
-    The replayed fields mirror `persister.coordinator._KeyState` one for one (state in checkpoint form,
-    the leader and state epoch fences with the offsets of the records that set them, deltas since the
-    latest checkpoint and that checkpoint's offset), and each record is applied by the same rules as
-    `ShareCoordinator._replay`. `log_start_offset` is the offset the log starts at: only a pruned log
-    (start > 0) may begin a key with a delta.
+    The replayed state is a `persister.KeyState` (None while the key has no state) changed only by
+    `persister.apply_record`, the coordinator's own replay, so the audit's final state and everything
+    replay derives (`KeyState.dump()`) equal the coordinator's recovery by construction. `log_start_offset`
+    is the offset the log starts at: only a pruned log (start > 0) may begin a key with a delta.
 
     Runtime complexity: O(b log b) per record for a state of b batches (the combiner).
     """
@@ -193,22 +180,8 @@ class KeyAuditor:
         "_records_per_checkpoint",
         "_log_start_offset",
         "_result",
-        "live",
+        "key_state",
         "deleted",
-        "checkpoint_epoch",
-        "state_epoch",
-        "leader_epoch",
-        "start_offset",
-        "delivery_complete_count",
-        "create_timestamp_ms",
-        "write_timestamp_ms",
-        "batches",
-        "leader_epoch_max",
-        "state_epoch_max",
-        "deltas_since_checkpoint",
-        "checkpoint_offset",
-        "leader_fence_offset",
-        "state_fence_offset",
         "_progress_stride",
         "_progress_changes",
         "_progress_last",
@@ -222,17 +195,13 @@ class KeyAuditor:
         self._progress_stride = 1
         self._progress_changes = 0
         self._progress_last: tuple | None = None
-        self.live = False
-        self.deleted = False
-        self._reset_state()
+        self.key_state: KeyState | None = None
+        self.deleted = False  # a tombstone was replayed (a later delta cannot belong to a live state)
 
-    def _reset_state(self) -> None:
-        self.checkpoint_epoch = self.state_epoch = self.leader_epoch = 0
-        self.start_offset = self.delivery_complete_count = -1
-        self.create_timestamp_ms = self.write_timestamp_ms = 0
-        self.batches: tuple = ()
-        self.leader_epoch_max = self.state_epoch_max = self.deltas_since_checkpoint = 0
-        self.checkpoint_offset = self.leader_fence_offset = self.state_fence_offset = -1
+    @property
+    def live(self) -> bool:
+        """Whether the key has a state (initialized and not deleted since)."""
+        return self.key_state is not None
 
     # -- feeding ------------------------------------------------------------------------------------
 
@@ -243,226 +212,146 @@ class KeyAuditor:
         return self.result()
 
     def apply(self, row: tuple) -> None:
-        """Check and apply one row (see the module docstring for its layout)."""
-        offset, kind = row[0], row[1]
+        """Check and apply one row `(log_offset, record)` (see the module docstring)."""
+        offset, record = row
         r = self._result
         assert offset > r.last_offset, f"rows must come in log order: {offset} after {r.last_offset}"
         if r.records == 0:
             r.first_offset = offset
         r.records += 1
         r.last_offset = offset
-        if kind == KIND_DELTA:
-            r.deltas += 1
-            self._delta(offset, *row[2:])
-        elif kind == KIND_CHECKPOINT:
-            r.checkpoints += 1
-            self._checkpoint(offset, *row[2:])
-        elif kind == KIND_TOMBSTONE:
+        before = self.key_state
+        if record is None:
             r.tombstones += 1
-            self.live = False
             self.deleted = True
-            self._reset_state()
+        elif type(record) is ShareDelta:
+            r.deltas += 1
+            self._check_delta(offset, record)
+        elif type(record) is ShareCheckpoint:
+            r.checkpoints += 1
+            self._check_checkpoint(offset, record)
         else:
-            raise ValueError(f"unknown row kind {kind!r} at log offset {offset}")
-        if self.live:
-            self._track_progress(offset)
+            raise ValueError(f"unknown record {record!r} at log offset {offset}")
+        old_batches = None if before is None else before.state.state_batches
+        self.key_state = after = apply_record(before, offset, record)
+        if after is None:
+            return
+        if type(record) is ShareDelta:
+            if old_batches is not None and any(b[2] not in TERMINAL_STATE_IDS for b in record.state_batches):
+                self._check_terminal(offset, old_batches, after.state.state_batches)
+            self._check_deltas_between_checkpoints(offset)
+        self._track_progress(offset)
 
     def result(self) -> KeyResult:
         """The result so far: final state and replay dump are those of the rows applied."""
         r = self._result
+        key_state = self.key_state
         last = self._progress_last
         if last is not None and (not r.progress or r.progress[-1] != last):
             r.progress.append(last)
-        if self.live and r.progress and r.progress[-1][0] < r.last_offset:
-            r.progress.append((r.last_offset, self.start_offset))  # the series runs to the key's last record
-        if self.live:
-            r.final = FinalState(
-                self.checkpoint_epoch,
-                self.state_epoch,
-                self.leader_epoch,
-                self.start_offset,
-                self.delivery_complete_count,
-                tuple(StateBatch(*b) for b in self.batches),
-            )
-            r.replay = self.dump()
+        if key_state is not None and r.progress and r.progress[-1][0] < r.last_offset:
+            r.progress.append((r.last_offset, key_state.state.start_offset))  # the series runs to the last record
+        if key_state is not None:
+            r.final = FinalState.from_checkpoint(key_state.state)
+            r.replay = key_state.dump()
         else:
             r.final = r.replay = None
         return r
-
-    def dump(self) -> tuple:
-        """The replayed fields in the layout of `dataclasses.astuple` of the coordinator's _KeyState."""
-        state = (
-            self.checkpoint_epoch,
-            self.state_epoch,
-            self.leader_epoch,
-            self.start_offset,
-            self.delivery_complete_count,
-            self.create_timestamp_ms,
-            self.write_timestamp_ms,
-            tuple(StateBatch(*b) for b in self.batches),
-        )
-        return (
-            state,
-            self.leader_epoch_max,
-            self.state_epoch_max,
-            self.deltas_since_checkpoint,
-            self.checkpoint_offset,
-            self.leader_fence_offset,
-            self.state_fence_offset,
-        )
 
     # -- records ------------------------------------------------------------------------------------
 
     def _violation(self, offset: int, rule: Rule, detail: str) -> None:
         self._result.violations.append((offset, rule, detail))
 
-    def _checkpoint(
-        self,
-        offset: int,
-        checkpoint_epoch: int,
-        state_epoch: int,
-        leader_epoch: int,
-        start_offset: int,
-        delivery_complete_count: int,
-        create_timestamp_ms: int,
-        write_timestamp_ms: int,
-        batches: tuple,
-    ) -> None:
+    def _check_checkpoint(self, offset: int, checkpoint: ShareCheckpoint) -> None:
+        """The rules a checkpoint must meet against the state before it."""
+        batches = checkpoint.state_batches
         self._check_batches(offset, batches)
-        if not self.live:
-            # A new key, or a new life after a tombstone: nothing to compare with.
-            self.live = True
-            self.leader_epoch_max = leader_epoch
-            self.state_epoch_max = state_epoch
-            self.leader_fence_offset = self.state_fence_offset = offset
-        else:
-            # A re-initialization (initialize_state: alter or reset offsets) writes a fresh checkpoint of
-            # the next epoch with leader epoch 0, no batches and equal create and write times; it may
-            # move the start offset anywhere and resets the leader epoch.
-            reinitialized = (
-                checkpoint_epoch > self.checkpoint_epoch
-                and leader_epoch == 0
-                and not batches
-                and create_timestamp_ms == write_timestamp_ms
+        if self.key_state is None:
+            return  # a new key, or a new life after a tombstone: nothing to compare with
+        current = self.key_state.state
+        # A re-initialization (initialize_state: alter or reset offsets) writes a fresh checkpoint of the
+        # next epoch with leader epoch 0, no batches and equal create and write times; it may move the
+        # start offset anywhere and resets the leader epoch.
+        reinitialized = (
+            checkpoint.checkpoint_epoch > current.checkpoint_epoch
+            and checkpoint.leader_epoch == 0
+            and not batches
+            and checkpoint.create_timestamp_ms == checkpoint.write_timestamp_ms
+        )
+        if checkpoint.checkpoint_epoch < current.checkpoint_epoch:
+            self._violation(
+                offset,
+                Rule.CHECKPOINT_EPOCH,
+                f"checkpoint epoch {checkpoint.checkpoint_epoch} is below the current {current.checkpoint_epoch}",
             )
-            if checkpoint_epoch < self.checkpoint_epoch:
-                self._violation(
-                    offset,
-                    Rule.CHECKPOINT_EPOCH,
-                    f"checkpoint epoch {checkpoint_epoch} is below the current {self.checkpoint_epoch}",
-                )
-            if state_epoch < self.state_epoch:
-                self._violation(
-                    offset, Rule.STATE_EPOCH, f"state epoch {state_epoch} is below the current {self.state_epoch}"
-                )
-            if not reinitialized:
-                if leader_epoch < self.leader_epoch:
-                    self._violation(
-                        offset,
-                        Rule.LEADER_EPOCH,
-                        f"checkpoint leader epoch {leader_epoch} is below the current {self.leader_epoch}",
-                    )
-                if self.start_offset != -1 and start_offset < self.start_offset:
-                    self._violation(
-                        offset,
-                        Rule.START_OFFSET,
-                        f"checkpoint start offset {start_offset} is below the current {self.start_offset}",
-                    )
-                if batches:
-                    self._check_terminal(offset, self.batches, batches)
-            # The coordinator's fences: ">=" so the latest record carrying the maximum is remembered.
-            if leader_epoch >= self.leader_epoch_max:
-                self.leader_epoch_max = leader_epoch
-                self.leader_fence_offset = offset
-            if state_epoch >= self.state_epoch_max:
-                self.state_epoch_max = state_epoch
-                self.state_fence_offset = offset
-        self.checkpoint_epoch = checkpoint_epoch
-        self.state_epoch = state_epoch
-        self.leader_epoch = leader_epoch
-        self.start_offset = start_offset
-        self.delivery_complete_count = delivery_complete_count
-        self.create_timestamp_ms = create_timestamp_ms
-        self.write_timestamp_ms = write_timestamp_ms
-        self.batches = tuple(batches)  # a checkpoint replaces the state as written, as on recovery
-        self.deltas_since_checkpoint = 0
-        self.checkpoint_offset = offset
+        if checkpoint.state_epoch < current.state_epoch:
+            self._violation(
+                offset,
+                Rule.STATE_EPOCH,
+                f"state epoch {checkpoint.state_epoch} is below the current {current.state_epoch}",
+            )
+        if reinitialized:
+            return
+        if checkpoint.leader_epoch < current.leader_epoch:
+            self._violation(
+                offset,
+                Rule.LEADER_EPOCH,
+                f"checkpoint leader epoch {checkpoint.leader_epoch} is below the current {current.leader_epoch}",
+            )
+        if current.start_offset != -1 and checkpoint.start_offset < current.start_offset:
+            self._violation(
+                offset,
+                Rule.START_OFFSET,
+                f"checkpoint start offset {checkpoint.start_offset} is below the current {current.start_offset}",
+            )
+        if batches:
+            self._check_terminal(offset, current.state_batches, batches)
 
-    def _delta(
-        self,
-        offset: int,
-        checkpoint_epoch: int,
-        leader_epoch: int,
-        start_offset: int,
-        delivery_complete_count: int,
-        batches: tuple,
-    ) -> None:
-        self._check_batches(offset, batches, self._result.delivery_counts_written)
-        if not self.live:
+    def _check_delta(self, offset: int, delta: ShareDelta) -> None:
+        """The rules a delta must meet against the state before it (those about the combined result
+        are checked after it is applied, in `apply`)."""
+        self._check_batches(offset, delta.state_batches, self._result.delivery_counts_written)
+        if self.key_state is None:
             if self.deleted:
                 self._violation(offset, Rule.DELTA_EPOCH, "a delta for a key deleted by an earlier tombstone")
             elif self._log_start_offset == 0:
                 # Only a pruned log may have lost a key's checkpoint; an unpruned one starts every key
                 # with the checkpoint that initialize_state wrote.
                 self._violation(offset, Rule.DELTA_EPOCH, "a delta before the key's first checkpoint")
-            # As the coordinator: build the state from the delta (state epoch and timestamps 0).
-            le = max(leader_epoch, 0)
-            self._reset_state()
-            self.live = True
-            self.checkpoint_epoch = checkpoint_epoch
-            self.leader_epoch = le
-            self.start_offset = start_offset
-            self.delivery_complete_count = delivery_complete_count
-            self.batches = tuple(combine((), batches, start_offset))
-            self.leader_epoch_max = le
-            self.deltas_since_checkpoint = 1
-            self.checkpoint_offset = self.leader_fence_offset = self.state_fence_offset = offset
-            self._check_deltas_between_checkpoints(offset)
             return
-        if checkpoint_epoch != self.checkpoint_epoch:
+        current = self.key_state.state
+        if delta.checkpoint_epoch != current.checkpoint_epoch:
             self._violation(
                 offset,
                 Rule.DELTA_EPOCH,
-                f"delta of checkpoint epoch {checkpoint_epoch} while the current checkpoint epoch is "
-                f"{self.checkpoint_epoch}",
+                f"delta of checkpoint epoch {delta.checkpoint_epoch} while the current checkpoint epoch is "
+                f"{current.checkpoint_epoch}",
             )
-        if leader_epoch != -1 and leader_epoch < self.leader_epoch:
+        if delta.leader_epoch != -1 and delta.leader_epoch < current.leader_epoch:
             self._violation(
-                offset, Rule.LEADER_EPOCH, f"delta leader epoch {leader_epoch} is below the current {self.leader_epoch}"
+                offset,
+                Rule.LEADER_EPOCH,
+                f"delta leader epoch {delta.leader_epoch} is below the current {current.leader_epoch}",
             )
-        if start_offset != -1 and self.start_offset != -1 and start_offset < self.start_offset:
+        if delta.start_offset != -1 and current.start_offset != -1 and delta.start_offset < current.start_offset:
             self._violation(
                 offset,
                 Rule.START_OFFSET,
-                f"delta start offset {start_offset} is below the current {self.start_offset}",
+                f"delta start offset {delta.start_offset} is below the current {current.start_offset}",
             )
-        new_start = self.start_offset if start_offset == -1 else start_offset
-        new_batches = combine(self.batches, batches, new_start)
-        for batch in batches:
-            if batch[2] == AVAILABLE:
-                self._check_terminal(offset, self.batches, new_batches)
-                break
-        self.start_offset = new_start
-        if leader_epoch != -1:
-            self.leader_epoch = leader_epoch
-        self.delivery_complete_count = delivery_complete_count
-        self.batches = tuple(new_batches)
-        if leader_epoch >= self.leader_epoch_max:
-            self.leader_epoch_max = leader_epoch
-            self.leader_fence_offset = offset
-        self.deltas_since_checkpoint += 1
-        self._check_deltas_between_checkpoints(offset)
 
     # -- checks -------------------------------------------------------------------------------------
 
     def _check_deltas_between_checkpoints(self, offset: int) -> None:
         # Reported once per run of deltas: at the first delta beyond N.
-        if self.deltas_since_checkpoint == self._records_per_checkpoint + 1:
+        key_state = self.key_state
+        if key_state.deltas_since_checkpoint == self._records_per_checkpoint + 1:
             self._violation(
                 offset,
                 Rule.DELTAS_BETWEEN_CHECKPOINTS,
                 f"more than {self._records_per_checkpoint} deltas since the key's latest checkpoint"
-                + ("" if self.checkpoint_offset < 0 else f" (at log offset {self.checkpoint_offset})"),
+                + f" (at log offset {key_state.checkpoint_offset})",
             )
 
     def _check_batches(self, offset: int, batches: tuple, histogram: dict | None = None) -> None:
@@ -478,7 +367,7 @@ class KeyAuditor:
                 histogram[count] = histogram.get(count, 0) + last - first + 1
             if previous is not None and first <= previous[1] and bad_order is None:
                 bad_order = (previous, batch)
-            if state not in PERSISTED_STATES and bad_state is None:
+            if state not in RECORD_STATE_IDS and bad_state is None:
                 bad_state = batch
             if count > limit and bad_count is None:
                 bad_count = batch
@@ -489,7 +378,7 @@ class KeyAuditor:
             self._violation(offset, Rule.BATCHES, f"state batch {_describe(b)} {how} {_describe(a)}")
         if bad_state is not None:
             self._violation(
-                offset, Rule.BATCHES, f"state batch {_describe(bad_state)} has a delivery state that is never persisted"
+                offset, Rule.BATCHES, f"state batch {_describe(bad_state)} has a delivery state that is no record state"
             )
         if bad_count is not None:
             self._violation(
@@ -499,23 +388,25 @@ class KeyAuditor:
             )
 
     def _check_terminal(self, offset: int, old: Sequence, new: Sequence) -> None:
-        """Report the first offset that is terminal in `old` and AVAILABLE in `new`. O(b log b)."""
-        terminal = sorted((b[0], b[1]) for b in old if b[2] in TERMINAL_STATES)
+        """Report the first offset that is terminal in `old` and not in `new` (AVAILABLE or ACQUIRED
+        again). O(b log b)."""
+        terminal = sorted((b[0], b[1]) for b in old if b[2] in TERMINAL_STATE_IDS)
         if not terminal:
             return
-        available = sorted((b[0], b[1]) for b in new if b[2] == AVAILABLE)
+        available = sorted((b[0], b[1]) for b in new if b[2] not in TERMINAL_STATE_IDS)
         i = j = 0
         while i < len(terminal) and j < len(available):
             t_first, t_last = terminal[i]
             a_first, a_last = available[j]
             lo, hi = max(t_first, a_first), min(t_last, a_last)
             if lo <= hi:
-                was = next(b for b in old if b[2] in TERMINAL_STATES and b[0] <= lo <= b[1])
+                was = next(b for b in old if b[2] in TERMINAL_STATE_IDS and b[0] <= lo <= b[1])
+                now = next(b for b in new if b[2] not in TERMINAL_STATE_IDS and b[0] <= lo <= b[1])
                 self._violation(
                     offset,
                     Rule.TERMINAL,
-                    f"offsets {lo}..{hi} were {'ACKNOWLEDGED' if was[2] == 2 else 'ARCHIVED'} "
-                    f"(count {was[3]}) and become AVAILABLE again",
+                    f"offsets {lo}..{hi} were {RecordState(was[2]).name} (count {was[3]}) and become "
+                    f"{_state_name(now[2])} again",
                 )
                 return
             if t_last < a_last:
@@ -528,9 +419,10 @@ class KeyAuditor:
         PROGRESS_POINTS_MAX points: past that, every other point goes and only every 2nd (4th, ...)
         later change is kept. The latest change is always kept aside so the series ends where the key
         does."""
-        if self._progress_last is not None and self._progress_last[1] == self.start_offset:
+        start_offset = self.key_state.state.start_offset
+        if self._progress_last is not None and self._progress_last[1] == start_offset:
             return
-        point = (offset, self.start_offset)
+        point = (offset, start_offset)
         self._progress_last = point
         self._progress_changes += 1
         if (self._progress_changes - 1) % self._progress_stride:
@@ -543,7 +435,8 @@ class KeyAuditor:
 
 
 def audit_key(key: tuple, rows: list[tuple], options: AuditOptions, log_start_offset: int) -> KeyResult:
-    """Audit one key: sort its rows by log offset and replay them (what each Spark group runs)."""
+    """Audit one key: sort its rows `(log_offset, record)` by log offset and replay them (what each
+    Spark group runs)."""
     rows.sort(key=_row_offset)
     return KeyAuditor(key, options, log_start_offset).apply_all(rows)
 

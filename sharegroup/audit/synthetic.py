@@ -17,13 +17,15 @@ import random
 import sys
 import uuid
 
-from persister.log import segment_file_name
+from persister.log_files import segment_file_name
 from persister.records import ShareCheckpoint, ShareDelta, StateKey, encode_record
-from sharegroup.types import StateBatch
+from sharegroup.types import RecordState, StateBatch
 
 __all__ = ["write_synthetic_log"]
 
-AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
+AVAILABLE = int(RecordState.AVAILABLE)
+ACKNOWLEDGED = int(RecordState.ACKNOWLEDGED)
+ARCHIVED = int(RecordState.ARCHIVED)
 _RUNS_AHEAD_MAX = 6  # in-flight runs per share-partition: a small window, as with prompt consumers
 
 

@@ -1,0 +1,191 @@
+"""The state log's file operations: names, the start offset file, the lock, durable writes and deletes.
+
+Everything here touches the file system and nothing else; the recovery scan (`persister.log_recovery`)
+and the group-commit writer (`persister.log`) call these functions through this module (`log_files.X`,
+looked up at call time), so tests can inject failures by replacing one of them.
+
+Layout of a log directory::
+
+    00000000000000000000.log    segment files, named by the offset of their first record (20 digits)
+    00000000000000004711.log    ... each a plain sequence of record frames (persister.records)
+    log-start-offset            the log start offset, once something was pruned (atomically replaced)
+    .lock                       flock'd while a SegmentLog has the directory open
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+import crc32c
+
+__all__ = [
+    "SEGMENT_SUFFIX",
+    "START_OFFSET_FILE",
+    "LOCK_FILE",
+    "SegmentInfo",
+    "LogLockedError",
+    "FileHandles",
+    "segment_file_name",
+    "parse_segment_file_name",
+    "list_segments",
+    "format_start_offset",
+    "parse_start_offset",
+    "read_start_offset",
+    "write_start_offset",
+    "write_all",
+    "fsync_file",
+    "fsync_dir",
+    "delete_files",
+]
+
+SEGMENT_SUFFIX = ".log"
+START_OFFSET_FILE = "log-start-offset"
+LOCK_FILE = ".lock"
+_SEGMENT_NAME = re.compile(r"(\d{20})\.log")
+_START_OFFSET_LINE = re.compile(rb"sharegroup-log-start 1 (\d{1,19}) ([0-9a-f]{8})\n")
+
+
+def segment_file_name(base_offset: int) -> str:
+    """The file name of the segment whose first record has `base_offset`."""
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_file_name(name: str) -> int | None:
+    """The base offset of a segment file name (`00000000000000004711.log`), or None for any other name."""
+    match = _SEGMENT_NAME.fullmatch(name)
+    return None if match is None else int(match.group(1))
+
+
+class SegmentInfo(NamedTuple):
+    """One segment file as the log sees it: base offset, path, bytes and records held."""
+
+    base_offset: int
+    path: str
+    size_bytes: int
+    record_count: int
+
+
+class LogLockedError(OSError):
+    """The log directory is already open by another SegmentLog (in this or another process)."""
+
+
+class FileHandles:
+    """The file descriptors a log holds, closed by `close()` or, as a safety net, when the log is
+    garbage collected without being closed."""
+
+    __slots__ = ("active_fd", "lock_fd")
+
+    def __init__(self, lock_fd: int) -> None:
+        self.lock_fd = lock_fd
+        self.active_fd = -1
+
+    def close(self) -> None:
+        for name in ("active_fd", "lock_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def list_segments(log_dir: str) -> list[tuple[int, str]]:
+    """The segment files of `log_dir` as (base offset, path), in offset order."""
+    found = []
+    for name in os.listdir(log_dir):
+        base_offset = parse_segment_file_name(name)
+        if base_offset is not None:
+            found.append((base_offset, os.path.join(log_dir, name)))
+    found.sort()
+    return found
+
+
+def format_start_offset(offset: int) -> bytes:
+    """The content of a start offset file holding `offset`: one line with the offset and its CRC32C."""
+    digits = str(offset).encode()
+    return b"sharegroup-log-start 1 %s %08x\n" % (digits, crc32c.crc32c(digits))
+
+
+def parse_start_offset(content: bytes) -> int:
+    """The offset held by a start offset file's content; ValueError when it is unreadable (bad format
+    or checksum), which recovery and the audit treat as corruption."""
+    match = _START_OFFSET_LINE.fullmatch(bytes(content))
+    if match is None or crc32c.crc32c(match.group(1)) != int(match.group(2), 16):
+        raise ValueError("the log start offset file is unreadable")
+    return int(match.group(1))
+
+
+def read_start_offset(log_dir: str) -> int | None:
+    """The start offset stored in `log_dir`, None when there is no start offset file; ValueError when
+    the file is unreadable."""
+    path = os.path.join(log_dir, START_OFFSET_FILE)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(128)
+    except FileNotFoundError:
+        return None
+    return parse_start_offset(data)
+
+
+# -- durable writes (called from worker threads) ---------------------------------------------------
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte of `data` to `fd` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def fsync_file(fd: int) -> None:
+    """Make a file's data durable (fdatasync also flushes the size an append changed)."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # pragma: no cover - macOS
+        os.fsync(fd)
+
+
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries durable (a created, renamed or deleted file)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_start_offset(log_dir: str, offset: int, fsync: bool) -> int:
+    """Atomically replace the start offset file (write, fsync, rename, fsync the directory); return
+    the number of fsyncs made."""
+    data = format_start_offset(offset)
+    path = os.path.join(log_dir, START_OFFSET_FILE)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, data)
+        if fsync:
+            fsync_file(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(log_dir)
+        return 2
+    return 0
+
+
+def delete_files(log_dir: str, paths: list[str], fsync: bool) -> int:
+    """Delete `paths` (already gone is fine), then fsync `log_dir`; return the number of fsyncs made."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    if fsync:
+        fsync_dir(log_dir)
+        return 1
+    return 0
