@@ -553,6 +553,10 @@ cdef class InFlightTracker:
     cdef int64_t _spso
     cdef int64_t _speo
     cdef int64_t _nterm_all  # terminal offsets in all entries (below the SPSO too): O(1) counts from the SPSO
+    # The persisted-gap window (see `load`): holes in [max(SPSO, _gap_start), _gap_end) are acquirable
+    # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
+    cdef int64_t _gap_start
+    cdef int64_t _gap_end
     cdef object __weakref__
 
     def __cinit__(self, *args, **kwargs):
@@ -602,6 +606,8 @@ cdef class InFlightTracker:
         self._spso = int(start_offset)
         self._speo = self._spso
         self._nterm_all = 0
+        self._gap_start = 0
+        self._gap_end = -1
 
     # ------------------------------------------------------------------ properties
 
@@ -704,14 +710,19 @@ cdef class InFlightTracker:
         self._spso = so
         self._speo = so
         self._nterm_all = 0
+        self._gap_start = 0
+        self._gap_end = -1
 
     @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
     def load(self, start_offset, state_batches):
         """Rebuild the window from persisted state (SPEC §4.7); all-or-nothing.
 
         Each persisted batch becomes one entry. Holes between `start_offset` and the batches are
-        offsets whose fate is unknown (acquired when the last leader failed): they become AVAILABLE
-        entries with delivery count 0, so they are acquirable and a client reports non-records as GAP.
+        offsets whose fate is unknown (acquired when the last leader failed, or never records). They
+        form the persisted-gap window, as in Kafka: while the SPEO has not moved past the last persisted
+        batch, fetched data inside a hole is acquired as a new range (delivery count 1), the SPSO stops
+        at the first hole not yet passed, and `next_fetch_offset` points at it. Once an acquisition
+        moves the SPEO past the last persisted batch, the holes left are natural gaps.
         """
         batches = [tuple(b) for b in state_batches]
         prev_last = start_offset - 1
@@ -729,14 +740,14 @@ cdef class InFlightTracker:
             prev_last = last
         self.reset(start_offset)
         cdef int64_t pos = self._spso
-        cdef int64_t f, l
+        cdef int64_t f, l, first_hole = -1
         cdef int s
         cdef list entries = self._entries
         for first, last, state, dc in batches:
             f = first
             l = last
-            if f > pos:
-                entries.append(_new_entry(pos, f - 1, AVAILABLE, 0, 0, 0))
+            if f > pos and first_hole < 0:
+                first_hole = pos
             # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
             s = AVAILABLE if state == ACQUIRED else state
             entries.append(_new_entry(f, l, s, min(dc, MAX_DC), 0, 0))
@@ -744,6 +755,9 @@ cdef class InFlightTracker:
                 self._nterm_all += l - f + 1
             pos = l + 1
         self._speo = pos
+        if first_hole >= 0:
+            self._gap_start = first_hole
+            self._gap_end = pos
         self._advance()
 
     cdef inline void _bset(self, _Entry e, int s) noexcept:
@@ -798,13 +812,19 @@ cdef class InFlightTracker:
     # ------------------------------------------------------------------ queries
 
     def next_fetch_offset(self):
-        """The first AVAILABLE offset not awaiting a write, or SPEO when none is inside the window."""
+        """The first AVAILABLE offset not awaiting a write or acquirable persisted-gap hole, else the SPEO."""
         cdef int64_t spso = self._spso
+        # The next acquirable hole of the persisted-gap window (none when the window is closed).
+        cdef int64_t hole = max(spso, self._gap_start) if self._gap_end >= 0 else self._speo
         cdef list entries = self._entries
         cdef Py_ssize_t i, k, n
         cdef _Entry e
         for i in range(self._index_from(spso), PyList_GET_SIZE(entries)):
             e = <_Entry>PyList_GET_ITEM(entries, i)
+            if e.first > hole:
+                return hole
+            if e.last >= hole:
+                hole = e.last + 1
             if e.ostate == NULL:
                 if e.state == AVAILABLE and not e.flags:
                     return max(e.first, spso)
@@ -815,11 +835,11 @@ cdef class InFlightTracker:
                 if e.ostate[k] == AVAILABLE and not e.oflags[k]:
                     return e.first + k
                 k += 1
-        return self._speo
+        return min(hole, self._speo)
 
     @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
     def record_state(self, offset):
-        """State, delivery count and owner of `offset`; None outside the window or in a natural gap."""
+        """State, delivery count and owner of `offset`; None outside the window or in a hole."""
         cdef int overflow = 0
         cdef int64_t off
         cdef Py_ssize_t i, k
@@ -911,10 +931,10 @@ cdef class InFlightTracker:
         cdef FB *fbp
         cdef Py_ssize_t nfetched, j, i
         cdef int64_t base, blast, prev_last, first_base, maxr, bsz, fo, deadline, lo, hi, a, b, size, cap
-        cdef int64_t acquired, got
+        cdef int64_t acquired, got, cursor, hole_first, hole_last, allowance
         cdef int32_t m
         cdef int limit, throttle, shift
-        cdef bint stop, throttled
+        cdef bint stop, throttled, overlapped
         cdef list entries, result
         cdef _Entry e
         cdef ARun *r
@@ -967,10 +987,23 @@ cdef class InFlightTracker:
             if hi >= lo:
                 i = self._index_from(lo)
                 entries = self._entries
+                cursor = lo  # the lowest fetched offset not yet walked past
+                overlapped = False
                 while i < PyList_GET_SIZE(entries) and not stop and acquired < maxr:
                     e = <_Entry>PyList_GET_ITEM(entries, i)
                     if e.first > hi:
                         break
+                    overlapped = True
+                    if self._gap_end >= 0:
+                        # Persisted-gap window: the hole before this entry is acquirable (never past it).
+                        hole_first = max(cursor, self._gap_start)
+                        if hole_first < e.first:
+                            acquired += self._acquire_new(fbp, nfetched, hole_first, e.first - 1, m, deadline,
+                                                          &runs, maxr - acquired, bsz)
+                            i = self._index_from(e.first)
+                            if acquired >= maxr:
+                                break
+                    cursor = e.last + 1
                     a = max(e.first, lo)
                     b = min(e.last, hi)
                     if e.ostate == NULL:
@@ -1007,9 +1040,21 @@ cdef class InFlightTracker:
                     got = self._acquire_offsets(e, a, b, m, deadline, &runs, acquired, maxr, &stop)
                     acquired += got
                     i += 1
-                if not stop and acquired < maxr and hi >= self._speo:
-                    acquired += self._acquire_new(fbp, nfetched, max(lo, self._speo), m, deadline, &runs,
-                                                  maxr - acquired, bsz)
+                if not stop and acquired < maxr:
+                    # A fetch that overlaps no entry may fill a hole below the SPEO; a fetch that overlaps
+                    # entries leaves the holes between them alone, except persisted-gap holes.
+                    if self._gap_end >= 0 or not overlapped:
+                        hole_first = max(cursor, self._gap_start) if self._gap_end >= 0 else cursor
+                        hole_last = min(hi, self._speo - 1)
+                        if hole_first <= hole_last:
+                            acquired += self._acquire_new(fbp, nfetched, hole_first, hole_last, m, deadline,
+                                                          &runs, maxr - acquired, bsz)
+                    if acquired < maxr and hi >= self._speo:
+                        allowance = self._max_locks - (self._speo - self._spso)
+                        acquired += self._acquire_new(fbp, nfetched, max(cursor, self._speo), hi, m, deadline,
+                                                      &runs, min(maxr - acquired, allowance), bsz)
+            if runs.n and self._gap_end >= 0:
+                self._gap_start = max(self._gap_start, (<ARun *>runs.data)[runs.n - 1].last + 1)
             if read_committed and runs.n:
                 self._archive_aborted(fetched, aborted_transactions, &runs)
             self._advance()
@@ -1081,56 +1126,66 @@ cdef class InFlightTracker:
         stop_out[0] = stop
         return got
 
-    cdef int64_t _acquire_new(self, FB *fetched, Py_ssize_t n, int64_t nf, int32_t m, int64_t deadline, Vec *runs,
-                              int64_t remaining, int64_t batch_size) except -1:
-        """Acquire new offsets from `nf` on, whole producer batches at a time; returns the count."""
-        cdef int64_t allowance = self._max_locks - (self._speo - self._spso)
-        cdef int64_t budget, last, base, blast, start, acquired, size, take, first, slast
-        cdef Py_ssize_t j, si, k
+    cdef int64_t _acquire_new(self, FB *fetched, Py_ssize_t n, int64_t from_offset, int64_t to_offset, int32_t m,
+                              int64_t deadline, Vec *runs, int64_t budget, int64_t batch_size) except -1:
+        """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
+
+        Whole producer batches are taken until `budget` offsets (counted from `from_offset`) are reached;
+        the batch that crosses it is included (soft limit), but nothing goes past `to_offset` (the end
+        of a hole, or the last fetched offset). `batch_size` > 0 starts a new entry at a producer batch
+        base offset at least `batch_size` past the current entry's first; the earlier entry then ends
+        just before that base offset, so holes between producer batches belong to it. A range that
+        becomes the lowest in flight moves the SPSO to its first offset.
+        """
+        cdef int64_t last, base, batch_last, start, acquired, size, take, first, seg_last
+        cdef Py_ssize_t j, si, k, i
         cdef Vec segs
         cdef Range *sg
         cdef _Entry e
         cdef bint merge = batch_size == 0
-        if allowance <= 0:
+        if budget <= 0 or to_offset < from_offset:
             return 0
-        budget = min(remaining, allowance)
         j = 0
-        while j < n and fetched[j].last < nf:
+        while j < n and fetched[j].last < from_offset:
             j += 1
-        if j == n:
+        if j == n or fetched[j].base > to_offset:
             return 0
-        if self._speo == self._spso and nf > self._spso:
-            # The window is empty and the log has nothing before nf: the new range starts the window.
-            self._spso = nf
         vec_init(&segs, sizeof(Range))
         try:
-            # Pick whole producer batches until the budget is reached (the crossing batch is included).
             last = -1
             while j < n:
                 base = fetched[j].base
-                blast = fetched[j].last
-                start = max(base, nf)
-                if last >= 0 and last - nf + 1 >= budget:
+                batch_last = min(fetched[j].last, to_offset)
+                if base > to_offset or (last >= 0 and last - from_offset + 1 >= budget):
                     break
+                start = max(base, from_offset)
                 if segs.n == 0 or (batch_size > 0 and start - (<Range *>segs.data)[segs.n - 1].a >= batch_size):
+                    if segs.n:
+                        (<Range *>segs.data)[segs.n - 1].b = start - 1
                     if segs.n == segs.cap:
                         vec_reserve(&segs, segs.n + 1)
                     sg = (<Range *>segs.data) + segs.n
                     sg.a = start
-                    sg.b = blast
+                    sg.b = batch_last
                     segs.n += 1
                 else:
-                    (<Range *>segs.data)[segs.n - 1].b = blast
-                last = blast
+                    (<Range *>segs.data)[segs.n - 1].b = batch_last
+                last = batch_last
                 j += 1
+            first = (<Range *>segs.data)[0].a
+            i = self._index_from(self._spso)
+            if first > self._spso and (i == PyList_GET_SIZE(self._entries) or
+                                       (<_Entry>PyList_GET_ITEM(self._entries, i)).first > first):
+                # Nothing is in flight below the new range: the offsets before it are no one's.
+                self._spso = first
             acquired = 0
             for si in range(segs.n):
                 first = (<Range *>segs.data)[si].a
-                slast = (<Range *>segs.data)[si].b
-                size = slast - first + 1
+                seg_last = (<Range *>segs.data)[si].b
+                size = seg_last - first + 1
                 if self._record_limit and acquired + size > budget:
                     take = budget - acquired
-                    e = _new_entry(first, slast, AVAILABLE, 0, 0, 0)
+                    e = _new_entry(first, seg_last, AVAILABLE, 0, 0, 0)
                     e.explode()
                     if take > 0:
                         for k in range(<Py_ssize_t>take):
@@ -1142,12 +1197,15 @@ cdef class InFlightTracker:
                         add_acq(runs, first, first + take - 1, 1, merge)
                         acquired += take
                 else:
-                    e = _new_entry(first, slast, ACQUIRED, 1, m, deadline)
+                    e = _new_entry(first, seg_last, ACQUIRED, 1, m, deadline)
                     self._heap_push(deadline, first)
-                    add_acq(runs, first, slast, 1, merge)
+                    add_acq(runs, first, seg_last, 1, merge)
                     acquired += size
-                self._entries.append(e)
-                self._speo = slast + 1
+                if seg_last >= self._speo:
+                    self._entries.append(e)
+                    self._speo = seg_last + 1
+                else:
+                    self._entries.insert(self._bisect_right(first), e)
             return acquired
         finally:
             vec_free(&segs)
@@ -1861,9 +1919,13 @@ cdef class InFlightTracker:
         cdef Py_ssize_t ri = 0, k, size
         cdef uint8_t s
         cdef _Entry e
+        cdef int64_t hole
         while i < PyList_GET_SIZE(entries):
             e = <_Entry>PyList_GET_ITEM(entries, i)
             if e.first > pos:
+                hole = self._blocking_hole(pos, e.first)
+                if hole >= 0:
+                    return hole
                 pos = e.first
             if e.ostate == NULL:
                 if _terminal(e.state):
@@ -1893,10 +1955,36 @@ cdef class InFlightTracker:
                 k += 1
             pos = e.last + 1
             i += 1
+        if pos < self._speo:
+            hole = self._blocking_hole(pos, self._speo)
+            if hole >= 0:
+                return hole
         return max(pos, self._speo)
+
+    cdef inline int64_t _blocking_hole(self, int64_t pos, int64_t end) noexcept:
+        """Where the SPSO must stop inside the hole [pos, end), or -1 when it may skip the hole.
+
+        Natural gaps are skipped. While the persisted-gap window is open, the SPSO stops at a leading
+        hole (one that starts at the SPSO: nothing covers it yet) and at the first hole offset at or
+        above the window's gap start (it may still be acquired).
+        """
+        if self._gap_end < 0:
+            return -1
+        if pos == self._spso:
+            return pos
+        if self._gap_start < end:
+            return max(pos, self._gap_start)
+        return -1
+
+    cdef inline void _close_gap_window_when_done(self) noexcept:
+        """Close the persisted-gap window once the SPEO moved past the last persisted batch (or the SPSO
+        reached it); the holes left then are natural gaps."""
+        if self._gap_end >= 0 and (self._speo != self._gap_end or self._spso >= self._gap_end):
+            self._gap_end = -1
 
     cdef int _advance(self) except -1:
         """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
+        self._close_gap_window_when_done()
         cdef int64_t start = self._scan_start(NULL, 0)
         cdef int64_t spso
         cdef Py_ssize_t drop = 0, n
@@ -1918,89 +2006,7 @@ cdef class InFlightTracker:
             self._speo = max(self._speo, self._spso)
             if not self._transitions:
                 self._heap_n = 0
-        return 0
-
-    # ------------------------------------------------------------------ pickling and copying
-
-    def __reduce__(self):
-        """Pickle / copy support, as the pure twin has: the whole state, per-offset blocks as bytes."""
-        cdef _Entry e
-        cdef _Transition tr
-        cdef Py_ssize_t n, k
-        entries = []
-        for e in self._entries:
-            n = <Py_ssize_t>(e.last - e.first + 1)
-            block = None if e.ostate == NULL else (<char *>e.odeadline)[:n * BYTES_PER_OFFSET]
-            entries.append((e.first, e.last, e.state, e.flags, e.dc, e.member, e.deadline, block,
-                            e.nterm, e.tprefix))
-        heap = (<char *>self._heap)[:self._heap_n * sizeof(HeapItem)] if self._heap_n else b""
-        transitions = []
-        for tid, t in self._transitions.items():
-            tr = <_Transition>t
-            transitions.append((tid, tr.m, [(tr.ranges[k].a, tr.ranges[k].b) for k in range(tr.n)]))
-        state = (1, self._lock_ms, self._limit, self._max_locks, self._record_limit, self._spso, self._speo,
-                 self._next_tid, self._nterm_all, list(self._member_names), entries, heap, transitions)
-        return (_rebuild_tracker, (state,))
-
-    cdef int _restore(self, tuple state) except -1:
-        cdef _Entry e
-        cdef _Transition tr
-        cdef Py_ssize_t n, k
-        cdef bytes heap, blk
-        (version, lock_ms, limit, max_locks, record_limit, spso, speo, next_tid, nterm_all, names, entries,
-         heap, transitions) = state
-        if version != 1:
-            raise ValueError(f"unknown InFlightTracker pickle version {version}")
-        self._lock_ms = lock_ms
-        self._limit = limit
-        self._max_locks = max_locks
-        self._record_limit = record_limit
-        self._throttle = max(2, (self._limit + 1) // 2)
-        self._spso = spso
-        self._speo = speo
-        self._next_tid = next_tid
-        self._nterm_all = nterm_all
-        self._member_names = list(names)
-        self._member_index = {name: i for i, name in enumerate(self._member_names)}
-        self._entries = []
-        for first, last, st, fl, dc, member, deadline, block, nterm, tprefix in entries:
-            e = _new_entry(first, last, st, dc, member, deadline)
-            e.flags = fl
-            if block is not None:
-                blk = block
-                n = <Py_ssize_t>(e.last - e.first + 1)
-                if len(blk) != n * BYTES_PER_OFFSET:
-                    raise ValueError("corrupt InFlightTracker pickle: per-offset block size")
-                e.explode()  # allocates the block; its contents are replaced below
-                memcpy(<char *>e.odeadline, <char *>blk, n * BYTES_PER_OFFSET)
-                e.nterm = nterm
-                e.tprefix = tprefix
-            self._entries.append(e)
-        n = len(heap) // sizeof(HeapItem)
-        self._heap_n = 0
-        if n:
-            self._heap = <HeapItem *>PyMem_Realloc(self._heap, n * sizeof(HeapItem))
-            if self._heap == NULL:
-                self._heap_cap = 0
-                raise MemoryError()
-            self._heap_cap = n
-            memcpy(self._heap, <char *>heap, n * sizeof(HeapItem))
-            self._heap_n = n
-        self._transitions = {}
-        for tid, m, ranges in transitions:
-            tr = _Transition.__new__(_Transition)
-            tr.m = m
-            tr.n = len(ranges)
-            if tr.n == 1:
-                tr.ranges = &tr.one
-            else:
-                tr.ranges = <Range *>PyMem_Malloc(max(tr.n, 1) * sizeof(Range))
-                if tr.ranges == NULL:
-                    raise MemoryError()
-            for k in range(tr.n):
-                tr.ranges[k].a = ranges[k][0]
-                tr.ranges[k].b = ranges[k][1]
-            self._transitions[tid] = tr
+        self._close_gap_window_when_done()
         return 0
 
     # ------------------------------------------------------------------ invariants
@@ -2015,6 +2021,8 @@ cdef class InFlightTracker:
         cdef int64_t nmembers = len(self._member_names)
         if not (0 <= self._spso <= self._speo):
             raise AssertionError((self._spso, self._speo))
+        if self._gap_end >= 0 and not (self._gap_end == self._speo and self._spso < self._gap_end):
+            raise AssertionError(("gap window", self._gap_start, self._gap_end, self._spso, self._speo))
         if self._heap_n < 0 or self._heap_n > self._heap_cap or (self._heap_cap and self._heap == NULL):
             raise AssertionError("lock heap bookkeeping is corrupt")
         heap_min = {}
@@ -2090,9 +2098,3 @@ cdef class InFlightTracker:
         if not self._scan_start(NULL, 0) <= self._spso:
             raise AssertionError("SPSO not advanced over a terminal run")
 
-
-def _rebuild_tracker(state):
-    """Unpickle an InFlightTracker (see `InFlightTracker.__reduce__`)."""
-    cdef InFlightTracker t = InFlightTracker.__new__(InFlightTracker)
-    t._restore(state)
-    return t

@@ -105,6 +105,10 @@ class InFlightTracker:
         self._member_names: list[str] = [""]
         self._spso = int(start_offset)
         self._speo = int(start_offset)
+        # The persisted-gap window (see `load`): holes in [max(SPSO, _gap_start), _gap_end) are acquirable
+        # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
+        self._gap_start = 0
+        self._gap_end = -1
 
     # ------------------------------------------------------------------ properties
 
@@ -152,13 +156,18 @@ class InFlightTracker:
         self._heap = []
         self._transitions = {}
         self._spso = self._speo = int(start_offset)
+        self._gap_start = 0
+        self._gap_end = -1
 
     def load(self, start_offset: int, state_batches: Iterable[Sequence[int]]) -> None:
         """Rebuild the window from persisted state (SPEC §4.7); all-or-nothing.
 
         Each persisted batch becomes one entry. Holes between `start_offset` and the batches are
-        offsets whose fate is unknown (acquired when the last leader failed): they become AVAILABLE
-        entries with delivery count 0, so they are acquirable and a client reports non-records as GAP.
+        offsets whose fate is unknown (acquired when the last leader failed, or never records). They
+        form the persisted-gap window, as in Kafka: while the SPEO has not moved past the last persisted
+        batch, fetched data inside a hole is acquired as a new range (delivery count 1), the SPSO stops
+        at the first hole not yet passed, and `next_fetch_offset` points at it. Once an acquisition
+        moves the SPEO past the last persisted batch, the holes left are natural gaps.
         """
         batches = [tuple(b) for b in state_batches]
         prev_last = start_offset - 1
@@ -176,13 +185,17 @@ class InFlightTracker:
             prev_last = last
         self.reset(start_offset)
         pos = start_offset
+        first_hole = -1
         for first, last, state, dc in batches:
-            if first > pos:
-                self._append_entry(_Entry(pos, first - 1, AVAILABLE, 0, 0, 0))
+            if first > pos and first_hole < 0:
+                first_hole = pos
             # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
             self._append_entry(_Entry(first, last, AVAILABLE if state == ACQUIRED else state, min(dc, _MAX_DC), 0, 0))
             pos = last + 1
         self._speo = pos
+        if first_hole >= 0:
+            self._gap_start = first_hole
+            self._gap_end = pos
         self._advance()
 
     def _append_entry(self, e: _Entry) -> None:
@@ -214,10 +227,16 @@ class InFlightTracker:
     # ------------------------------------------------------------------ queries
 
     def next_fetch_offset(self) -> int:
-        """The first AVAILABLE offset not awaiting a write, or SPEO when none is inside the window."""
+        """The first AVAILABLE offset not awaiting a write or acquirable persisted-gap hole, else the SPEO."""
         spso = self._spso
+        # The next acquirable hole of the persisted-gap window (none when the window is closed).
+        hole = max(spso, self._gap_start) if self._gap_end >= 0 else self._speo
         for i in range(self._index_from(spso), len(self._entries)):
             e = self._entries[i]
+            if e.first > hole:
+                return hole
+            if e.last >= hole:
+                hole = e.last + 1
             if e.ostate is None:
                 if e.state == AVAILABLE and not e.flags:
                     return max(e.first, spso)
@@ -231,10 +250,10 @@ class InFlightTracker:
                 if not oflags[k]:
                     return e.first + k
                 k += 1
-        return self._speo
+        return min(hole, self._speo)
 
     def record_state(self, offset: int) -> RecordView | None:
-        """State, delivery count and owner of `offset`; None outside the window or in a natural gap."""
+        """State, delivery count and owner of `offset`; None outside the window or in a hole."""
         if offset < self._spso or offset >= self._speo:
             return None
         i = bisect_right(self._firsts, offset) - 1
@@ -323,10 +342,23 @@ class InFlightTracker:
         if hi >= lo:
             i = self._index_from(lo)
             entries = self._entries
+            cursor = lo  # the lowest fetched offset not yet walked past
+            overlapped = False
             while i < len(entries) and not stop and acquired < max_records:
                 e = entries[i]
                 if e.first > hi:
                     break
+                overlapped = True
+                if self._gap_end >= 0:
+                    # Persisted-gap window: the hole before this entry is acquirable (never past it).
+                    hole_first = max(cursor, self._gap_start)
+                    if hole_first < e.first:
+                        acquired += self._acquire_new(fetched, hole_first, e.first - 1, m, deadline, runs,
+                                                      max_records - acquired, batch_size)
+                        i = self._index_from(e.first)
+                        if acquired >= max_records:
+                            break
+                cursor = e.last + 1
                 a = max(e.first, lo)
                 b = min(e.last, hi)
                 if e.ostate is None:
@@ -359,9 +391,21 @@ class InFlightTracker:
                 got, stop = self._acquire_offsets(e, a, b, m, deadline, runs, acquired, max_records)
                 acquired += got
                 i += 1
-            if not stop and acquired < max_records and hi >= self._speo:
-                acquired += self._acquire_new(fetched, max(lo, self._speo), m, deadline, runs,
-                                              max_records - acquired, batch_size)
+            if not stop and acquired < max_records:
+                # A fetch that overlaps no entry may fill a hole below the SPEO; a fetch that overlaps
+                # entries leaves the holes between them alone, except persisted-gap holes.
+                if self._gap_end >= 0 or not overlapped:
+                    hole_first = max(cursor, self._gap_start) if self._gap_end >= 0 else cursor
+                    hole_last = min(hi, self._speo - 1)
+                    if hole_first <= hole_last:
+                        acquired += self._acquire_new(fetched, hole_first, hole_last, m, deadline, runs,
+                                                      max_records - acquired, batch_size)
+                if acquired < max_records and hi >= self._speo:
+                    allowance = self._max_locks - (self._speo - self._spso)
+                    acquired += self._acquire_new(fetched, max(cursor, self._speo), hi, m, deadline, runs,
+                                                  min(max_records - acquired, allowance), batch_size)
+        if runs and self._gap_end >= 0:
+            self._gap_start = max(self._gap_start, runs[-1][1] + 1)
         if read_committed and runs:
             self._archive_aborted(fetched, aborted_transactions, runs)
         self._advance()
@@ -413,42 +457,52 @@ class InFlightTracker:
             heapq.heappush(self._heap, (deadline, f))
         return got, stop
 
-    def _acquire_new(self, fetched: Sequence[Sequence], nf: int, m: int, deadline: int, runs: list,
-                     remaining: int, batch_size: int) -> int:
-        """Acquire new offsets from `nf` on, whole producer batches at a time; returns the count."""
-        allowance = self._max_locks - (self._speo - self._spso)
-        if allowance <= 0:
+    def _acquire_new(self, fetched: Sequence[Sequence], from_offset: int, to_offset: int, m: int, deadline: int,
+                     runs: list, budget: int, batch_size: int) -> int:
+        """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
+
+        Whole producer batches are taken until `budget` offsets (counted from `from_offset`) are reached;
+        the batch that crosses it is included (soft limit), but nothing goes past `to_offset` (the end
+        of a hole, or the last fetched offset). `batch_size` > 0 starts a new entry at a producer batch
+        base offset at least `batch_size` past the current entry's first; the earlier entry then ends
+        just before that base offset, so holes between producer batches belong to it. A range that
+        becomes the lowest in flight moves the SPSO to its first offset.
+        """
+        if budget <= 0 or to_offset < from_offset:
             return 0
-        budget = min(remaining, allowance)
         j = 0
         n = len(fetched)
-        while j < n and fetched[j][1] < nf:
+        while j < n and fetched[j][1] < from_offset:
             j += 1
-        if j == n:
+        if j == n or fetched[j][0] > to_offset:
             return 0
-        if self._speo == self._spso and nf > self._spso:
-            # The window is empty and the log has nothing before nf: the new range starts the window.
-            self._spso = nf
-        # Pick whole producer batches until the budget is reached (the crossing batch is included).
-        segments: list[list[int]] = []  # [first, last]
+        segments: list[list[int]] = []  # [first, last] of each new entry
         last = -1
         while j < n:
-            base, blast = fetched[j][0], fetched[j][1]
-            start = max(base, nf)
-            if last >= 0 and last - nf + 1 >= budget:
+            base, batch_last = fetched[j][0], min(fetched[j][1], to_offset)
+            if base > to_offset or (last >= 0 and last - from_offset + 1 >= budget):
                 break
-            if not segments or (batch_size > 0 and start - segments[-1][0] >= batch_size):
-                segments.append([start, blast])
+            start = max(base, from_offset)
+            if not segments:
+                segments.append([start, batch_last])
+            elif batch_size > 0 and start - segments[-1][0] >= batch_size:
+                segments[-1][1] = start - 1
+                segments.append([start, batch_last])
             else:
-                segments[-1][1] = blast
-            last = blast
+                segments[-1][1] = batch_last
+            last = batch_last
             j += 1
+        first = segments[0][0]
+        i = self._index_from(self._spso)
+        if first > self._spso and (i == len(self._entries) or self._entries[i].first > first):
+            # Nothing is in flight below the new range: the offsets before it are no one's.
+            self._spso = first
         acquired = 0
-        for first, slast in segments:
-            size = slast - first + 1
+        for first, seg_last in segments:
+            size = seg_last - first + 1
             if self._record_limit and acquired + size > budget:
                 take = budget - acquired
-                e = _Entry(first, slast, AVAILABLE, 0, 0, 0)
+                e = _Entry(first, seg_last, AVAILABLE, 0, 0, 0)
                 e.explode()
                 if take > 0:
                     for k in range(take):
@@ -460,12 +514,13 @@ class InFlightTracker:
                     _add_acq(runs, first, first + take - 1, 1, batch_size == 0)
                     acquired += take
             else:
-                e = _Entry(first, slast, ACQUIRED, 1, m, deadline)
+                e = _Entry(first, seg_last, ACQUIRED, 1, m, deadline)
                 heapq.heappush(self._heap, (deadline, first))
-                _add_acq(runs, first, slast, 1, batch_size == 0)
+                _add_acq(runs, first, seg_last, 1, batch_size == 0)
                 acquired += size
-            self._append_entry(e)
-            self._speo = slast + 1
+            self._insert_entry(e)
+            if seg_last >= self._speo:
+                self._speo = seg_last + 1
         return acquired
 
     def _archive(self, a: int, b: int, from_state: int, pending_too: bool = False) -> int:
@@ -833,6 +888,9 @@ class InFlightTracker:
         while i < len(entries):
             e = entries[i]
             if e.first > pos:
+                hole = self._blocking_hole(pos, e.first)
+                if hole >= 0:
+                    return hole
                 pos = e.first
             if e.ostate is None:
                 if _terminal(e.state):
@@ -863,10 +921,30 @@ class InFlightTracker:
                 k += 1
             pos = e.last + 1
             i += 1
+        if pos < self._speo:
+            hole = self._blocking_hole(pos, self._speo)
+            if hole >= 0:
+                return hole
         return max(pos, self._speo)
+
+    def _blocking_hole(self, pos: int, end: int) -> int:
+        """Where the SPSO must stop inside the hole [pos, end), or -1 when it may skip the hole.
+
+        Natural gaps are skipped. While the persisted-gap window is open, the SPSO stops at a leading
+        hole (one that starts at the SPSO: nothing covers it yet) and at the first hole offset at or
+        above the window's gap start (it may still be acquired).
+        """
+        if self._gap_end < 0:
+            return -1
+        if pos == self._spso:
+            return pos
+        if self._gap_start < end:
+            return max(pos, self._gap_start)
+        return -1
 
     def _advance(self) -> None:
         """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
+        self._close_gap_window_when_done()
         start = self._scan_start(None)
         if start > self._spso:
             self._spso = start
@@ -883,12 +961,22 @@ class InFlightTracker:
             self._speo = max(self._speo, self._spso)
             if not self._transitions:
                 self._heap.clear()
+        self._close_gap_window_when_done()
+
+    def _close_gap_window_when_done(self) -> None:
+        """Close the persisted-gap window once the SPEO moved past the last persisted batch (or the SPSO
+        reached it); the holes left then are natural gaps."""
+        if self._gap_end >= 0 and (self._speo != self._gap_end or self._spso >= self._gap_end):
+            self._gap_end = -1
 
     # ------------------------------------------------------------------ invariants
 
     def _check(self) -> None:
         """Assert every invariant of the window; tests call it after each step."""
         assert 0 <= self._spso <= self._speo, (self._spso, self._speo)
+        if self._gap_end >= 0:
+            assert self._gap_end == self._speo and self._spso < self._gap_end, \
+                (self._gap_start, self._gap_end, self._spso, self._speo)
         assert len(self._entries) == len(self._firsts)
         prev_last = -1
         flagged = False
