@@ -41,7 +41,7 @@ class _Entry:
     """One cached range [first, last]: batch-level state, or per-offset arrays once split."""
 
     __slots__ = ("first", "last", "state", "flags", "dc", "member", "deadline",
-                 "ostate", "oflags", "odc", "omember", "odeadline")
+                 "ostate", "oflags", "odc", "omember", "odeadline", "nterm")
 
     def __init__(self, first: int, last: int, state: int, dc: int, member: int, deadline: int) -> None:
         self.first = first
@@ -63,6 +63,7 @@ class _Entry:
         self.odc = bytearray([self.dc]) * n
         self.omember = array("i", [self.member]) * n
         self.odeadline = array("q", [self.deadline]) * n
+        self.nterm = n if _terminal(self.state) else 0  # terminal offsets of the split entry, kept exact
 
 
 class InFlightTracker:
@@ -105,6 +106,9 @@ class InFlightTracker:
         self._member_names: list[str] = [""]
         self._spso = int(start_offset)
         self._speo = int(start_offset)
+        # Terminal offsets in all entries (below the SPSO too), kept exact by every state change, so
+        # counting those at or above the SPSO never walks the window.
+        self._nterm_all = 0
         # The persisted-gap window (see `load`): holes in [max(SPSO, _gap_start), _gap_end) are acquirable
         # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
         self._gap_start = 0
@@ -156,6 +160,7 @@ class InFlightTracker:
         self._heap = []
         self._transitions = {}
         self._spso = self._speo = int(start_offset)
+        self._nterm_all = 0
         self._gap_start = 0
         self._gap_end = -1
 
@@ -191,12 +196,27 @@ class InFlightTracker:
                 first_hole = pos
             # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
             self._append_entry(_Entry(first, last, AVAILABLE if state == ACQUIRED else state, min(dc, _MAX_DC), 0, 0))
+            if _terminal(state):
+                self._nterm_all += last - first + 1
             pos = last + 1
         self._speo = pos
         if first_hole >= 0:
             self._gap_start = first_hole
             self._gap_end = pos
         self._advance()
+
+    def _set_state(self, e: _Entry, state: int) -> None:
+        """Set the state of batch-level entry `e`, keeping the terminal total exact."""
+        if _terminal(state) != _terminal(e.state):
+            self._nterm_all += (e.last - e.first + 1) if _terminal(state) else -(e.last - e.first + 1)
+        e.state = state
+
+    def _set_offset_state(self, e: _Entry, k: int, state: int) -> None:
+        """Set the state of offset e.first + k of split entry `e`, keeping both terminal counts exact."""
+        change = _terminal(state) - _terminal(e.ostate[k])
+        e.nterm += change
+        self._nterm_all += change
+        e.ostate[k] = state
 
     def _append_entry(self, e: _Entry) -> None:
         self._entries.append(e)
@@ -279,16 +299,23 @@ class InFlightTracker:
         return [StateBatch(r[0], r[1], r[2], r[3]) for r in out]
 
     def _count_terminal_from(self, start: int) -> int:
-        n = 0
-        for i in range(self._index_from(start), len(self._entries)):
-            e = self._entries[i]
+        """Terminal records at or above `start`: the running total minus those below `start`.
+
+        Runtime complexity: O(entries below `start`), almost always 0 or 1 (wholly terminal entries
+        below the SPSO are dropped), plus a C-level count over the part of one split entry below it.
+        """
+        total = self._nterm_all
+        for e in self._entries:
+            if e.first >= start:
+                break
+            end = min(e.last, start - 1)
             if e.ostate is None:
                 if _terminal(e.state):
-                    n += e.last - max(e.first, start) + 1
+                    total -= end - e.first + 1
             else:
-                k = max(start - e.first, 0)  # count in place: slicing would copy the entry's states
-                n += e.ostate.count(ACKNOWLEDGED, k) + e.ostate.count(ARCHIVED, k)
-        return n
+                j = end - e.first + 1  # count in place: slicing would copy the entry's states
+                total -= e.ostate.count(ACKNOWLEDGED, 0, j) + e.ostate.count(ARCHIVED, 0, j)
+        return total
 
     # ------------------------------------------------------------------ acquisition
 
@@ -542,7 +569,7 @@ class InFlightTracker:
                 if e.state != from_state or (e.flags and not pending_too):
                     continue
                 if lo == e.first and hi == e.last:
-                    e.state = ARCHIVED
+                    self._set_state(e, ARCHIVED)
                     e.flags = 0
                     e.member = 0
                     n += hi - lo + 1
@@ -551,7 +578,7 @@ class InFlightTracker:
             ostate, oflags, omember = e.ostate, e.oflags, e.omember
             for k in range(lo - e.first, hi - e.first + 1):
                 if ostate[k] == from_state and (pending_too or not oflags[k]):
-                    ostate[k] = ARCHIVED
+                    self._set_offset_state(e, k, ARCHIVED)
                     oflags[k] = 0
                     omember[k] = 0
                     n += 1
@@ -670,7 +697,7 @@ class InFlightTracker:
                         e.deadline = deadline
                         heapq.heappush(self._heap, (deadline, e.first))
                     else:
-                        e.state = self._ack_target(t, e.dc)
+                        self._set_state(e, self._ack_target(t, e.dc))
                         e.flags = IN_TRANSITION
                         e.member = 0
                         _add_run(out, lo, hi, e.state, e.dc)
@@ -686,7 +713,7 @@ class InFlightTracker:
                         renewed = True
                         continue
                     s = self._ack_target(tk, e.odc[k])
-                    e.ostate[k] = s
+                    self._set_offset_state(e, k, s)
                     e.oflags[k] = IN_TRANSITION
                     e.omember[k] = 0
                     _add_run(out, e.first + k, e.first + k, s, e.odc[k])
@@ -730,7 +757,7 @@ class InFlightTracker:
                     if e.state != ACQUIRED or e.flags or e.member != m:
                         continue
                     if e.first >= spso or e.dc >= self._limit:
-                        e.state = ARCHIVED if (e.dc >= self._limit or e.last < spso) else AVAILABLE
+                        self._set_state(e, ARCHIVED if (e.dc >= self._limit or e.last < spso) else AVAILABLE)
                         e.flags = IN_TRANSITION
                         e.member = 0
                         _add_run(out, e.first, e.last, e.state, e.dc)
@@ -742,7 +769,7 @@ class InFlightTracker:
                         continue
                     off = e.first + k
                     s = ARCHIVED if (e.odc[k] >= self._limit or off < spso) else AVAILABLE
-                    e.ostate[k] = s
+                    self._set_offset_state(e, k, s)
                     e.oflags[k] = IN_TRANSITION
                     e.omember[k] = 0
                     _add_run(out, off, off, s, e.odc[k])
@@ -777,7 +804,7 @@ class InFlightTracker:
                             continue
                         if e.deadline > now_ms:
                             e.flags = 0
-                            e.state = ACQUIRED
+                            self._set_state(e, ACQUIRED)
                             e.member = m
                             # The lock may have been popped by an expiry pass that ran "later" than
                             # now_ms; a fresh heap item guarantees the record still expires.
@@ -785,7 +812,7 @@ class InFlightTracker:
                             continue
                         if e.first >= spso or e.dc >= limit:
                             e.flags = 0
-                            e.state = ARCHIVED if e.dc >= limit else AVAILABLE
+                            self._set_state(e, ARCHIVED if e.dc >= limit else AVAILABLE)
                             e.member = 0
                             continue
                     e.explode()  # straddles the SPSO: offsets below it archive, the rest do not
@@ -798,10 +825,10 @@ class InFlightTracker:
                         continue
                     d = e.odeadline[k]
                     if d <= now_ms:
-                        e.ostate[k] = ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE
+                        self._set_offset_state(e, k, ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE)
                         e.omember[k] = 0
                     else:
-                        e.ostate[k] = ACQUIRED
+                        self._set_offset_state(e, k, ACQUIRED)
                         e.omember[k] = m
                         if earliest < 0 or d < earliest:
                             earliest = d
@@ -833,7 +860,7 @@ class InFlightTracker:
                 if e.state != ACQUIRED or e.flags or e.deadline > now_ms:
                     continue
                 if e.first >= spso or e.dc >= limit:
-                    e.state = ARCHIVED if (e.dc >= limit or e.last < spso) else AVAILABLE
+                    self._set_state(e, ARCHIVED if (e.dc >= limit or e.last < spso) else AVAILABLE)
                     e.member = 0
                     out.append([e.first, e.last, e.state, e.dc])
                     count += e.last - e.first + 1
@@ -843,7 +870,7 @@ class InFlightTracker:
             for k in range(e.last - e.first + 1):
                 if ostate[k] == ACQUIRED and not oflags[k] and odeadline[k] <= now_ms:
                     s = ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE
-                    ostate[k] = s
+                    self._set_offset_state(e, k, s)
                     e.omember[k] = 0
                     out.append([e.first + k, e.first + k, s, e.odc[k]])
                     count += 1
@@ -953,6 +980,7 @@ class InFlightTracker:
         for e in self._entries:
             if e.last >= spso or not _entry_done(e):
                 break
+            self._nterm_all -= e.last - e.first + 1  # a done entry is terminal throughout
             drop += 1
         if drop:
             del self._entries[:drop]
@@ -984,6 +1012,7 @@ class InFlightTracker:
         for d, f in self._heap:
             if d < heap_min.get(f, 1 << 62):
                 heap_min[f] = d
+        nterm_all = 0
         for idx, e in enumerate(self._entries):
             assert self._firsts[idx] == e.first
             assert e.first <= e.last < self._speo, (e.first, e.last, self._speo)
@@ -996,6 +1025,8 @@ class InFlightTracker:
                 assert len(e.ostate) == len(e.oflags) == len(e.odc) == len(e.omember) == len(e.odeadline) == n
                 recs = [(e.first + k, e.ostate[k], e.oflags[k], e.odc[k], e.omember[k], e.odeadline[k])
                         for k in range(n)]
+                assert e.nterm == sum(1 for r in recs if _terminal(r[1])), f"entry {e.first}: stale terminal count"
+            nterm_all += sum((e.last - e.first + 1) if e.ostate is None else 1 for r in recs if _terminal(r[1]))
             for off, s, fl, dc, mem, dl in recs:
                 assert s in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), s
                 assert 0 <= mem < len(self._member_names)
@@ -1009,6 +1040,7 @@ class InFlightTracker:
                     assert off >= self._spso, f"offset {off} below the SPSO is AVAILABLE"
             if e.last < self._spso:
                 assert not _entry_done(e) or idx > 0, "a done entry below the SPSO should have been dropped"
+        assert nterm_all == self._nterm_all, f"terminal total {self._nterm_all} is stale (actual {nterm_all})"
         # Pending transitions name real members and well-formed ranges; flagged records imply one.
         for m, ranges in self._transitions.values():
             assert 0 < m < len(self._member_names)
@@ -1021,9 +1053,10 @@ class InFlightTracker:
 
 
 def _entry_done(e: _Entry) -> bool:
+    """Every record of `e` is terminal and none awaits a write."""
     if e.ostate is None:
         return _terminal(e.state) and not e.flags
-    return (e.ostate.count(ACKNOWLEDGED) + e.ostate.count(ARCHIVED) == len(e.ostate)) and not any(e.oflags)
+    return e.nterm == len(e.ostate) and e.oflags.find(IN_TRANSITION) < 0
 
 
 def _add_run(out: list, first: int, last: int, state: int, dc: int) -> None:
