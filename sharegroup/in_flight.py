@@ -19,18 +19,23 @@ from bisect import bisect_right
 from typing import Iterable, Sequence
 
 from .errors import Errors, ShareError
-from .types import AcquiredRecords, RecordState, RecordView, StateBatch, TrackerWrite
+from .types import AcknowledgeType, AcquiredRecords, RecordState, RecordView, StateBatch, TrackerWrite
 
 __all__ = ["InFlightTracker"]
 
-AVAILABLE = 0
-ACQUIRED = 1
-ACKNOWLEDGED = 2
-ARCHIVED = 4
+# Plain ints of the layer-0 vocabulary: they index bytearrays and compare fast in the hot loops.
+AVAILABLE = int(RecordState.AVAILABLE)
+ACQUIRED = int(RecordState.ACQUIRED)
+ACKNOWLEDGED = int(RecordState.ACKNOWLEDGED)
+ARCHIVED = int(RecordState.ARCHIVED)
+_ACCEPT = int(AcknowledgeType.ACCEPT)
+_RELEASE = int(AcknowledgeType.RELEASE)
+_RENEW = int(AcknowledgeType.RENEW)
+_ACKNOWLEDGE_TYPE_IDS = frozenset(int(t) for t in AcknowledgeType)
 IN_TRANSITION = 1  # flag bit: the record's visible state awaits a persister answer (two-phase)
-_MAX_DC = 255  # delivery counts are bytes; Kafka's limit is at most 10 (25 for the broker maximum)
-
-_GAP, _ACCEPT, _RELEASE, _REJECT, _RENEW = 0, 1, 2, 3, 4
+# Delivery counts are stored in one byte per record: a storage bound of this tracker, not a Kafka value
+# (Kafka's limit is at most 10, 25 for the broker maximum).
+_MAX_DC = 255
 
 
 def _terminal(state: int) -> bool:
@@ -1123,7 +1128,7 @@ def _validate_ack_shape(batches: Sequence[Sequence]) -> list[tuple[int, int, tup
                 f"acknowledgement batch {first}-{last} has {len(types)} types for {last - first + 1} offsets",
             )
         for t in types:
-            if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= 4:
+            if not isinstance(t, int) or isinstance(t, bool) or t not in _ACKNOWLEDGE_TYPE_IDS:
                 raise ShareError(Errors.INVALID_REQUEST, f"unknown acknowledge type {t!r}")
         plan.append((first, last, tuple(int(t) for t in types)))
         prev_last = last

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sharegroup.errors import Errors, ShareError
 from sharegroup.types import AcquiredRecords, RecordState, RecordView, StateBatch
 
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (int(s) for s in RecordState)
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
