@@ -48,7 +48,7 @@ cdef enum:
     ACKNOWLEDGED = 2
     ARCHIVED = 4
     IN_TRANSITION = 1  # flag bit: the record's visible state awaits a persister answer (two-phase)
-    MAX_DC = 255  # delivery counts are bytes; Kafka's limit is at most 10 (25 for the broker maximum)
+    MAX_DELIVERY_COUNT = 255  # delivery counts are bytes; Kafka's limit is at most 10 (25 for the broker maximum)
     T_GAP = 0
     T_ACCEPT = 1
     T_RELEASE = 2
@@ -56,7 +56,7 @@ cdef enum:
     T_RENEW = 4
     BYTES_PER_OFFSET = 15  # 8 deadline + 4 owner + 1 state + 1 flags + 1 delivery count
 
-cdef int64_t BIG = (<int64_t>1) << 62
+cdef int64_t NO_CAP = (<int64_t>1) << 62
 
 cdef object _INVALID_REQUEST = Errors.INVALID_REQUEST
 cdef object _INVALID_RECORD_STATE = Errors.INVALID_RECORD_STATE
@@ -71,7 +71,7 @@ cdef object _RecordView = RecordView
 cdef object _FetchedBatch = FetchedBatch
 cdef object _AcknowledgementBatch = AcknowledgementBatch
 
-# `_nt3` / `_nt4` build these namedtuples the way `tuple.__new__` does, without their Python-level
+# `_new_namedtuple3` / `_new_namedtuple4` build these namedtuples the way `tuple.__new__` does, without their Python-level
 # __new__. That is only the same thing while they are plain namedtuples: tuple layout, no extra slots,
 # the field count below. Refuse to load otherwise rather than build objects their class would not build.
 for _cls, _nfields in ((AcquiredRecords, 3), (StateBatch, 4), (TrackerWrite, 4), (RecordView, 3)):
@@ -110,7 +110,7 @@ cdef inline object _steal(PyObject *o):
     return r
 
 
-cdef inline object _nt3(PyTypeObject *tp, object a, object b, object c, bint atomic):
+cdef inline object _new_namedtuple3(PyTypeObject *tp, object a, object b, object c, bint atomic):
     """`tp(a, b, c)` for a 3-field namedtuple, built the way `tuple.__new__(tp, (a, b, c))` builds it.
 
     `atomic`: every field is an int, so the tuple can never be part of a cycle and is untracked at once
@@ -128,8 +128,8 @@ cdef inline object _nt3(PyTypeObject *tp, object a, object b, object c, bint ato
     return _steal(o)
 
 
-cdef inline object _nt4(PyTypeObject *tp, object a, object b, object c, object d, bint atomic):
-    """`tp(a, b, c, d)` for a 4-field namedtuple (see `_nt3`)."""
+cdef inline object _new_namedtuple4(PyTypeObject *tp, object a, object b, object c, object d, bint atomic):
+    """`tp(a, b, c, d)` for a 4-field namedtuple (see `_new_namedtuple3`)."""
     cdef PyObject *o = _generic_alloc(tp, 4)
     Py_INCREF(a)
     _tuple_set(o, 0, <PyObject *>a)
@@ -195,13 +195,13 @@ cdef struct Run:  # a run of one state and delivery count (the StateBatch shape)
     int64_t first
     int64_t last
     int32_t state
-    int32_t dc
+    int32_t delivery_count
 
 
 cdef struct ARun:  # a run of acquired offsets at one delivery count (the AcquiredRecords shape)
     int64_t first
     int64_t last
-    int64_t dc
+    int64_t delivery_count
 
 
 cdef struct Range:
@@ -214,7 +214,7 @@ cdef struct HeapItem:
     int64_t first
 
 
-cdef struct FB:  # one fetched producer batch header: base and last offset
+cdef struct FetchedBatchHeader:  # one fetched producer batch header: base and last offset
     int64_t base
     int64_t last
 
@@ -265,12 +265,12 @@ cdef inline void vec_free(Vec *v) noexcept:
     v.n = 0
 
 
-cdef inline int add_run(Vec *v, int64_t first, int64_t last, int state, int dc) except -1:
+cdef inline int add_run(Vec *v, int64_t first, int64_t last, int state, int delivery_count) except -1:
     """Append a state run, merging with the previous one when contiguous and equal (`_add_run`)."""
     cdef Run *r
     if v.n:
         r = (<Run *>v.data) + (v.n - 1)
-        if r.last + 1 == first and r.state == state and r.dc == dc:
+        if r.last + 1 == first and r.state == state and r.delivery_count == delivery_count:
             r.last = last
             return 0
     if v.n == v.cap:
@@ -279,17 +279,17 @@ cdef inline int add_run(Vec *v, int64_t first, int64_t last, int state, int dc) 
     r.first = first
     r.last = last
     r.state = state
-    r.dc = dc
+    r.delivery_count = delivery_count
     v.n += 1
     return 0
 
 
-cdef inline int add_acq(Vec *v, int64_t first, int64_t last, int64_t dc, bint merge) except -1:
-    """Append an acquired run, merging when contiguous at the same delivery count (`_add_acq`)."""
+cdef inline int add_acquired_run(Vec *v, int64_t first, int64_t last, int64_t delivery_count, bint merge) except -1:
+    """Append an acquired run, merging when contiguous at the same delivery count (`_add_acquired_run`)."""
     cdef ARun *r
     if merge and v.n:
         r = (<ARun *>v.data) + (v.n - 1)
-        if r.last + 1 == first and r.dc == dc:
+        if r.last + 1 == first and r.delivery_count == delivery_count:
             r.last = last
             return 0
     if v.n == v.cap:
@@ -297,7 +297,7 @@ cdef inline int add_acq(Vec *v, int64_t first, int64_t last, int64_t dc, bint me
     r = (<ARun *>v.data) + v.n
     r.first = first
     r.last = last
-    r.dc = dc
+    r.delivery_count = delivery_count
     v.n += 1
     return 0
 
@@ -330,7 +330,7 @@ cdef inline int add_range_raw(Vec *v, int64_t a, int64_t b) except -1:
     return 0
 
 
-cdef inline int push_raw_run(Vec *v, int64_t first, int64_t last, int state, int dc) except -1:
+cdef inline int push_raw_run(Vec *v, int64_t first, int64_t last, int state, int delivery_count) except -1:
     cdef Run *r
     if v.n == v.cap:
         vec_reserve(v, v.n + 1)
@@ -338,7 +338,7 @@ cdef inline int push_raw_run(Vec *v, int64_t first, int64_t last, int state, int
     r.first = first
     r.last = last
     r.state = state
-    r.dc = dc
+    r.delivery_count = delivery_count
     v.n += 1
     return 0
 
@@ -358,7 +358,7 @@ cdef list _state_batch_list(Vec *v):
     for j in range(v.n):
         first = r[j].first
         last = first if r[j].last == r[j].first else r[j].last
-        sb = _nt4(_TP_STATE_BATCH, first, last, r[j].state, r[j].dc, True)
+        sb = _new_namedtuple4(_TP_STATE_BATCH, first, last, r[j].state, r[j].delivery_count, True)
         Py_INCREF(sb)
         _list_set(<PyObject *>out, j, <PyObject *>sb)
     return out
@@ -407,27 +407,27 @@ cdef class _Entry:
     cdef int32_t member
     cdef uint8_t state
     cdef uint8_t flags
-    cdef uint8_t dc
-    cdef int64_t *odeadline  # NULL while batch-level; owns the per-offset block
-    cdef int32_t *omember
-    cdef uint8_t *ostate
-    cdef uint8_t *oflags
-    cdef uint8_t *odc
-    # Split entries only: `nterm` counts terminal offsets; the first `tprefix` offsets are terminal and not
+    cdef uint8_t delivery_count
+    cdef int64_t *offset_deadlines  # NULL while batch-level; owns the per-offset block
+    cdef int32_t *offset_members
+    cdef uint8_t *offset_states
+    cdef uint8_t *offset_flags
+    cdef uint8_t *offset_delivery_counts
+    # Split entries only: `terminal_count` counts terminal offsets; the first `settled_count` offsets are terminal and not
     # awaiting a write, so they never change again (extended lazily; it only grows).
-    cdef Py_ssize_t nterm
-    cdef Py_ssize_t tprefix
+    cdef Py_ssize_t terminal_count
+    cdef Py_ssize_t settled_count
 
     def __dealloc__(self):
-        if self.odeadline != NULL:
-            PyMem_Free(self.odeadline)
-            self.odeadline = NULL
+        if self.offset_deadlines != NULL:
+            PyMem_Free(self.offset_deadlines)
+            self.offset_deadlines = NULL
 
-    cdef int explode(self) except -1:
+    cdef int split_per_offset(self) except -1:
         """Switch to per-offset state; every offset inherits the batch's state, owner and deadline."""
         cdef Py_ssize_t n, k
         cdef char *block
-        if self.ostate != NULL:
+        if self.offset_states != NULL:
             return 0
         n = <Py_ssize_t>(self.last - self.first + 1)
         if n <= 0 or n > (<Py_ssize_t>1 << 56) // BYTES_PER_OFFSET:
@@ -435,28 +435,28 @@ cdef class _Entry:
         block = <char *>PyMem_Malloc(n * BYTES_PER_OFFSET)
         if block == NULL:
             raise MemoryError()
-        self.odeadline = <int64_t *>block
-        self.omember = <int32_t *>(block + 8 * n)
-        self.ostate = <uint8_t *>(block + 12 * n)
-        self.oflags = <uint8_t *>(block + 13 * n)
-        self.odc = <uint8_t *>(block + 14 * n)
+        self.offset_deadlines = <int64_t *>block
+        self.offset_members = <int32_t *>(block + 8 * n)
+        self.offset_states = <uint8_t *>(block + 12 * n)
+        self.offset_flags = <uint8_t *>(block + 13 * n)
+        self.offset_delivery_counts = <uint8_t *>(block + 14 * n)
         for k in range(n):
-            self.odeadline[k] = self.deadline
-            self.omember[k] = self.member
-        memset(self.ostate, self.state, n)
-        memset(self.oflags, self.flags, n)
-        memset(self.odc, self.dc, n)
-        self.nterm = n if _terminal(self.state) else 0
-        self.tprefix = 0
+            self.offset_deadlines[k] = self.deadline
+            self.offset_members[k] = self.member
+        memset(self.offset_states, self.state, n)
+        memset(self.offset_flags, self.flags, n)
+        memset(self.offset_delivery_counts, self.delivery_count, n)
+        self.terminal_count = n if _terminal(self.state) else 0
+        self.settled_count = 0
         return 0
 
     cdef inline Py_ssize_t settled_prefix(self) noexcept:
-        """Extend and return `tprefix`. Amortized O(1): each offset is passed once in the entry's life."""
-        cdef Py_ssize_t k = self.tprefix
+        """Extend and return `settled_count`. Amortized O(1): each offset is passed once in the entry's life."""
+        cdef Py_ssize_t k = self.settled_count
         cdef Py_ssize_t n = <Py_ssize_t>(self.last - self.first + 1)
-        while k < n and _terminal(self.ostate[k]) and not self.oflags[k]:
+        while k < n and _terminal(self.offset_states[k]) and not self.offset_flags[k]:
             k += 1
-        self.tprefix = k
+        self.settled_count = k
         return k
 
     cdef inline Py_ssize_t terminal_from(self, Py_ssize_t k) noexcept:
@@ -464,49 +464,49 @@ cdef class _Entry:
         cdef Py_ssize_t n = <Py_ssize_t>(self.last - self.first + 1)
         cdef Py_ssize_t t
         if k <= 0:
-            return self.nterm
+            return self.terminal_count
         if k >= n:
             return 0
         t = self.settled_prefix()
         if k <= t:
-            return self.nterm - k
+            return self.terminal_count - k
         # Count whichever side of k is shorter.
         if k - t <= n - k:
-            return self.nterm - t - sg_count_terminal(self.ostate + t, k - t)
-        return sg_count_terminal(self.ostate + k, n - k)
+            return self.terminal_count - t - sg_count_terminal(self.offset_states + t, k - t)
+        return sg_count_terminal(self.offset_states + k, n - k)
 
     cdef bint done(self) noexcept:
         """Every record terminal and none awaiting a write (`_entry_done`)."""
         cdef Py_ssize_t k, n
         cdef uint8_t s
-        if self.ostate == NULL:
+        if self.offset_states == NULL:
             return _terminal(self.state) and not self.flags
         n = <Py_ssize_t>(self.last - self.first + 1)
-        if self.nterm != n:
+        if self.terminal_count != n:
             return False
         if self.settled_prefix() == n:
             return True
         for k in range(n):
-            s = self.ostate[k]
-            if (s != ACKNOWLEDGED and s != ARCHIVED) or self.oflags[k]:
+            s = self.offset_states[k]
+            if (s != ACKNOWLEDGED and s != ARCHIVED) or self.offset_flags[k]:
                 return False
         return True
 
 
-cdef inline _Entry _new_entry(int64_t first, int64_t last, int state, int dc, int32_t member, int64_t deadline):
+cdef inline _Entry _new_entry(int64_t first, int64_t last, int state, int delivery_count, int32_t member, int64_t deadline):
     cdef _Entry e = _Entry.__new__(_Entry)
     e.first = first
     e.last = last
     e.state = <uint8_t>state
     e.flags = 0
-    e.dc = <uint8_t>dc
+    e.delivery_count = <uint8_t>delivery_count
     e.member = member
     e.deadline = deadline
-    e.odeadline = NULL
-    e.omember = NULL
-    e.ostate = NULL
-    e.oflags = NULL
-    e.odc = NULL
+    e.offset_deadlines = NULL
+    e.offset_members = NULL
+    e.offset_states = NULL
+    e.offset_flags = NULL
+    e.offset_delivery_counts = NULL
     return e
 
 
@@ -552,7 +552,7 @@ cdef class InFlightTracker:
     cdef list _member_names
     cdef int64_t _spso
     cdef int64_t _speo
-    cdef int64_t _nterm_all  # terminal offsets in all entries (below the SPSO too): O(1) counts from the SPSO
+    cdef int64_t _terminal_total  # terminal offsets in all entries (below the SPSO too): O(1) counts from the SPSO
     # The persisted-gap window (see `load`): holes in [max(SPSO, _gap_start), _gap_end) are acquirable
     # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
     cdef int64_t _gap_start
@@ -587,7 +587,7 @@ cdef class InFlightTracker:
             raise ValueError("start_offset must be >= 0")
         if record_lock_duration_ms <= 0:
             raise ValueError("record_lock_duration_ms must be > 0")
-        if not 1 <= delivery_count_limit <= MAX_DC - 1:
+        if not 1 <= delivery_count_limit <= MAX_DELIVERY_COUNT - 1:
             raise ValueError("delivery_count_limit out of range")
         if partition_max_record_locks <= 0:
             raise ValueError("partition_max_record_locks must be > 0")
@@ -605,7 +605,7 @@ cdef class InFlightTracker:
         self._member_names = [""]
         self._spso = int(start_offset)
         self._speo = self._spso
-        self._nterm_all = 0
+        self._terminal_total = 0
         self._gap_start = 0
         self._gap_end = -1
 
@@ -709,7 +709,7 @@ cdef class InFlightTracker:
         self._transitions = {}
         self._spso = so
         self._speo = so
-        self._nterm_all = 0
+        self._terminal_total = 0
         self._gap_start = 0
         self._gap_end = -1
 
@@ -729,13 +729,13 @@ cdef class InFlightTracker:
         for b in batches:
             if len(b) != 4:
                 raise ShareError(_UNKNOWN_SERVER_ERROR, f"malformed persisted state batch {b!r}")
-            first, last, state, dc = b
+            first, last, state, delivery_count = b
             if first < start_offset or last < first or first <= prev_last:
                 raise ShareError(
                     _UNKNOWN_SERVER_ERROR,
                     f"persisted state batch {b!r} is below the start offset {start_offset} or out of order",
                 )
-            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or dc < 0:
+            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or delivery_count < 0:
                 raise ShareError(_UNKNOWN_SERVER_ERROR, f"persisted state batch {b!r} has a bad state or count")
             prev_last = last
         self.reset(start_offset)
@@ -743,16 +743,16 @@ cdef class InFlightTracker:
         cdef int64_t f, l, first_hole = -1
         cdef int s
         cdef list entries = self._entries
-        for first, last, state, dc in batches:
+        for first, last, state, delivery_count in batches:
             f = first
             l = last
             if f > pos and first_hole < 0:
                 first_hole = pos
             # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
             s = AVAILABLE if state == ACQUIRED else state
-            entries.append(_new_entry(f, l, s, min(dc, MAX_DC), 0, 0))
+            entries.append(_new_entry(f, l, s, min(delivery_count, MAX_DELIVERY_COUNT), 0, 0))
             if _terminal(s):
-                self._nterm_all += l - f + 1
+                self._terminal_total += l - f + 1
             pos = l + 1
         self._speo = pos
         if first_hole >= 0:
@@ -764,17 +764,17 @@ cdef class InFlightTracker:
         """Set the state of batch-level entry `e`, keeping the terminal total exact."""
         if _terminal(s) != _terminal(e.state):
             if _terminal(s):
-                self._nterm_all += e.last - e.first + 1
+                self._terminal_total += e.last - e.first + 1
             else:
-                self._nterm_all -= e.last - e.first + 1
+                self._terminal_total -= e.last - e.first + 1
         e.state = <uint8_t>s
 
     cdef inline void _oset(self, _Entry e, Py_ssize_t k, int s) noexcept:
         """Set the state of offset e.first + k of split entry `e`, keeping both terminal counts exact."""
-        cdef Py_ssize_t d = <Py_ssize_t>_terminal(s) - <Py_ssize_t>_terminal(e.ostate[k])
-        e.nterm += d
-        self._nterm_all += d
-        e.ostate[k] = <uint8_t>s
+        cdef Py_ssize_t d = <Py_ssize_t>_terminal(s) - <Py_ssize_t>_terminal(e.offset_states[k])
+        e.terminal_count += d
+        self._terminal_total += d
+        e.offset_states[k] = <uint8_t>s
 
     cdef int32_t _member(self, member_id) except -1:
         cdef PyObject *p = PyDict_GetItem(self._member_index, member_id)
@@ -825,14 +825,14 @@ cdef class InFlightTracker:
                 return hole
             if e.last >= hole:
                 hole = e.last + 1
-            if e.ostate == NULL:
+            if e.offset_states == NULL:
                 if e.state == AVAILABLE and not e.flags:
                     return max(e.first, spso)
                 continue
             k = <Py_ssize_t>max(spso - e.first, 0)
             n = <Py_ssize_t>(e.last - e.first + 1)
             while k < n:
-                if e.ostate[k] == AVAILABLE and not e.oflags[k]:
+                if e.offset_states[k] == AVAILABLE and not e.offset_flags[k]:
                     return e.first + k
                 k += 1
         return min(hole, self._speo)
@@ -858,10 +858,10 @@ cdef class InFlightTracker:
         e = <_Entry>PyList_GET_ITEM(self._entries, i)
         if e.last < off:
             return None
-        if e.ostate == NULL:
-            return _nt3(_TP_RECORD_VIEW, _RECORD_STATES[e.state], e.dc, self._member_names[e.member], False)
+        if e.offset_states == NULL:
+            return _new_namedtuple3(_TP_RECORD_VIEW, _RECORD_STATES[e.state], e.delivery_count, self._member_names[e.member], False)
         k = <Py_ssize_t>(off - e.first)
-        return _nt3(_TP_RECORD_VIEW, _RECORD_STATES[e.ostate[k]], e.odc[k], self._member_names[e.omember[k]], False)
+        return _new_namedtuple3(_TP_RECORD_VIEW, _RECORD_STATES[e.offset_states[k]], e.offset_delivery_counts[k], self._member_names[e.offset_members[k]], False)
 
     def state_batches(self):
         """The window [SPSO, SPEO) as minimal runs of (state, delivery count); ACQUIRED shows as 1."""
@@ -874,12 +874,12 @@ cdef class InFlightTracker:
         try:
             for i in range(self._index_from(spso), PyList_GET_SIZE(entries)):
                 e = <_Entry>PyList_GET_ITEM(entries, i)
-                if e.ostate == NULL:
-                    add_run(&out, max(e.first, spso), e.last, e.state, e.dc)
+                if e.offset_states == NULL:
+                    add_run(&out, max(e.first, spso), e.last, e.state, e.delivery_count)
                 else:
                     n = <Py_ssize_t>(e.last - e.first + 1)
                     for k in range(<Py_ssize_t>max(spso - e.first, 0), n):
-                        add_run(&out, e.first + k, e.first + k, e.ostate[k], e.odc[k])
+                        add_run(&out, e.first + k, e.first + k, e.offset_states[k], e.offset_delivery_counts[k])
             return _state_batch_list(&out)
         finally:
             vec_free(&out)
@@ -887,7 +887,7 @@ cdef class InFlightTracker:
     cdef int64_t _count_terminal_from(self, int64_t start) noexcept:
         # The total minus what lies below `start`: O(entries below start), which is almost always 0 or 1
         # (wholly terminal entries below the SPSO are dropped), however long the window is.
-        cdef int64_t total = self._nterm_all, end
+        cdef int64_t total = self._terminal_total, end
         cdef list entries = self._entries
         cdef Py_ssize_t i
         cdef _Entry e
@@ -896,11 +896,11 @@ cdef class InFlightTracker:
             if e.first >= start:
                 break
             end = min(e.last, start - 1)
-            if e.ostate == NULL:
+            if e.offset_states == NULL:
                 if _terminal(e.state):
                     total -= end - e.first + 1
             else:
-                total -= e.nterm - e.terminal_from(<Py_ssize_t>(end - e.first + 1))
+                total -= e.terminal_count - e.terminal_from(<Py_ssize_t>(end - e.first + 1))
         return total
 
     # ------------------------------------------------------------------ acquisition
@@ -928,7 +928,7 @@ cdef class InFlightTracker:
         Runtime complexity: O(fetched batches + entries touched + offsets of split entries touched).
         """
         cdef Vec fb, runs
-        cdef FB *fbp
+        cdef FetchedBatchHeader *fbp
         cdef Py_ssize_t nfetched, j, i
         cdef int64_t base, blast, prev_last, first_base, maxr, bsz, fo, deadline, lo, hi, a, b, size, cap
         cdef int64_t acquired, got, cursor, hole_first, hole_last, allowance
@@ -941,7 +941,7 @@ cdef class InFlightTracker:
         if not isinstance(member_id, str) or not member_id:
             raise ShareError(_INVALID_REQUEST, "member id must be a non-empty string")
         nfetched = len(fetched)
-        vec_init(&fb, sizeof(FB))
+        vec_init(&fb, sizeof(FetchedBatchHeader))
         vec_init(&runs, sizeof(ARun))
         try:
             prev_last = -1
@@ -958,7 +958,7 @@ cdef class InFlightTracker:
                 prev_last = blast
                 if fb.n == fb.cap:
                     vec_reserve(&fb, fb.n + 1)
-                fbp = (<FB *>fb.data) + fb.n
+                fbp = (<FetchedBatchHeader *>fb.data) + fb.n
                 fbp.base = base
                 fbp.last = blast
                 fb.n += 1
@@ -969,7 +969,7 @@ cdef class InFlightTracker:
             if fb.n == 0:  # only a sequence whose length lies gets here
                 return []
             nfetched = fb.n
-            fbp = <FB *>fb.data
+            fbp = <FetchedBatchHeader *>fb.data
             maxr = _clamp_i64(max_records)
             bsz = _clamp_i64(batch_size)
             fo = _clamp_i64(fetch_offset)
@@ -1006,37 +1006,37 @@ cdef class InFlightTracker:
                     cursor = e.last + 1
                     a = max(e.first, lo)
                     b = min(e.last, hi)
-                    if e.ostate == NULL:
+                    if e.offset_states == NULL:
                         if e.state != AVAILABLE or e.flags:
                             i += 1
                             continue
                         size = e.last - e.first + 1
-                        throttled = e.dc >= throttle
+                        throttled = e.delivery_count >= throttle
                         if throttled and acquired > 0:
                             stop = True  # poison isolation: redeliveries this deep go out on their own
                             break
                         if throttled:
-                            shift = e.dc - throttle + 1
+                            shift = e.delivery_count - throttle + 1
                             cap = max(<int64_t>1, size >> shift if shift < 63 else 0)
                         else:
                             cap = size
                         if self._record_limit:
                             cap = min(cap, maxr - acquired)
                         if a == e.first and b == e.last and cap >= size and not (
-                            throttled and e.dc == limit - 1 and limit > 2 and size > 1
+                            throttled and e.delivery_count == limit - 1 and limit > 2 and size > 1
                         ):
                             self._bset(e, ACQUIRED)
-                            e.dc = min(e.dc + 1, MAX_DC)
+                            e.delivery_count = min(e.delivery_count + 1, MAX_DELIVERY_COUNT)
                             e.member = m
                             e.deadline = deadline
                             self._heap_push(deadline, e.first)
-                            add_acq(&runs, e.first, e.last, e.dc, True)
+                            add_acquired_run(&runs, e.first, e.last, e.delivery_count, True)
                             acquired += size
                             if throttled:
                                 stop = True
                             i += 1
                             continue
-                        e.explode()
+                        e.split_per_offset()
                     got = self._acquire_offsets(e, a, b, m, deadline, &runs, acquired, maxr, &stop)
                     acquired += got
                     i += 1
@@ -1061,7 +1061,7 @@ cdef class InFlightTracker:
             result = _steal(_list_new(runs.n))
             r = <ARun *>runs.data
             for j in range(runs.n):
-                ar = _nt3(_TP_ACQUIRED_RECORDS, r[j].first, r[j].last, r[j].dc, True)
+                ar = _new_namedtuple3(_TP_ACQUIRED_RECORDS, r[j].first, r[j].last, r[j].delivery_count, True)
                 Py_INCREF(ar)
                 _list_set(<PyObject *>result, j, <PyObject *>ar)
             return result
@@ -1072,51 +1072,51 @@ cdef class InFlightTracker:
     cdef int64_t _acquire_offsets(self, _Entry e, int64_t a, int64_t b, int32_t m, int64_t deadline, Vec *runs,
                                   int64_t acquired, int64_t max_records, bint *stop_out) except -1:
         """Acquire the AVAILABLE offsets of split entry `e` in [a, b]; returns the count, sets *stop_out."""
-        cdef uint8_t *ostate = e.ostate
-        cdef uint8_t *oflags = e.oflags
-        cdef uint8_t *odc = e.odc
+        cdef uint8_t *offset_states = e.offset_states
+        cdef uint8_t *offset_flags = e.offset_flags
+        cdef uint8_t *offset_delivery_counts = e.offset_delivery_counts
         cdef int64_t f = e.first
         cdef Py_ssize_t k, k0 = <Py_ssize_t>(a - f), k1 = <Py_ssize_t>(b - f)
-        cdef int maxdc = -1, dc, shift
+        cdef int max_delivery_count = -1, delivery_count, shift
         cdef int limit = self._limit, throttle = self._throttle
         cdef bint throttled, stop, last_attempt
         cdef int64_t cap, got
         for k in range(k0, k1 + 1):
-            if ostate[k] == AVAILABLE and not oflags[k] and odc[k] > maxdc:
-                maxdc = odc[k]
-        if maxdc < 0:
+            if offset_states[k] == AVAILABLE and not offset_flags[k] and offset_delivery_counts[k] > max_delivery_count:
+                max_delivery_count = offset_delivery_counts[k]
+        if max_delivery_count < 0:
             stop_out[0] = False
             return 0
-        throttled = maxdc >= throttle
+        throttled = max_delivery_count >= throttle
         if throttled and acquired > 0:
             stop_out[0] = True
             return 0
         if throttled:
-            shift = maxdc - throttle + 1
+            shift = max_delivery_count - throttle + 1
             cap = max(<int64_t>1, (e.last - f + 1) >> shift if shift < 63 else 0)
         else:
-            cap = BIG
+            cap = NO_CAP
         if self._record_limit:
             cap = min(cap, max_records - acquired)
         got = 0
         stop = throttled
         for k in range(k0, k1 + 1):
-            if ostate[k] != AVAILABLE or oflags[k]:
+            if offset_states[k] != AVAILABLE or offset_flags[k]:
                 continue
             if got >= cap:
                 stop = True
                 break
-            dc = odc[k]
-            last_attempt = limit > 2 and dc == limit - 1
+            delivery_count = offset_delivery_counts[k]
+            last_attempt = limit > 2 and delivery_count == limit - 1
             if last_attempt and (acquired + got) > 0:
                 stop = True
                 break
-            dc = min(dc + 1, MAX_DC)
-            ostate[k] = ACQUIRED
-            odc[k] = <uint8_t>dc
-            e.omember[k] = m
-            e.odeadline[k] = deadline
-            add_acq(runs, f + k, f + k, dc, True)
+            delivery_count = min(delivery_count + 1, MAX_DELIVERY_COUNT)
+            offset_states[k] = ACQUIRED
+            offset_delivery_counts[k] = <uint8_t>delivery_count
+            e.offset_members[k] = m
+            e.offset_deadlines[k] = deadline
+            add_acquired_run(runs, f + k, f + k, delivery_count, True)
             got += 1
             if last_attempt:
                 stop = True
@@ -1126,7 +1126,7 @@ cdef class InFlightTracker:
         stop_out[0] = stop
         return got
 
-    cdef int64_t _acquire_new(self, FB *fetched, Py_ssize_t n, int64_t from_offset, int64_t to_offset, int32_t m,
+    cdef int64_t _acquire_new(self, FetchedBatchHeader *fetched, Py_ssize_t n, int64_t from_offset, int64_t to_offset, int32_t m,
                               int64_t deadline, Vec *runs, int64_t budget, int64_t batch_size) except -1:
         """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
 
@@ -1186,20 +1186,20 @@ cdef class InFlightTracker:
                 if self._record_limit and acquired + size > budget:
                     take = budget - acquired
                     e = _new_entry(first, seg_last, AVAILABLE, 0, 0, 0)
-                    e.explode()
+                    e.split_per_offset()
                     if take > 0:
                         for k in range(<Py_ssize_t>take):
-                            e.ostate[k] = ACQUIRED
-                            e.odc[k] = 1
-                            e.omember[k] = m
-                            e.odeadline[k] = deadline
+                            e.offset_states[k] = ACQUIRED
+                            e.offset_delivery_counts[k] = 1
+                            e.offset_members[k] = m
+                            e.offset_deadlines[k] = deadline
                         self._heap_push(deadline, first)
-                        add_acq(runs, first, first + take - 1, 1, merge)
+                        add_acquired_run(runs, first, first + take - 1, 1, merge)
                         acquired += take
                 else:
                     e = _new_entry(first, seg_last, ACQUIRED, 1, m, deadline)
                     self._heap_push(deadline, first)
-                    add_acq(runs, first, seg_last, 1, merge)
+                    add_acquired_run(runs, first, seg_last, 1, merge)
                     acquired += size
                 if seg_last >= self._speo:
                     self._entries.append(e)
@@ -1224,7 +1224,7 @@ cdef class InFlightTracker:
                 break
             lo = max(e.first, a)
             hi = min(e.last, b)
-            if e.ostate == NULL:
+            if e.offset_states == NULL:
                 if e.state != AVAILABLE or e.flags:
                     continue
                 if lo == e.first and hi == e.last:
@@ -1232,11 +1232,11 @@ cdef class InFlightTracker:
                     e.member = 0
                     count += hi - lo + 1
                     continue
-                e.explode()
+                e.split_per_offset()
             for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
-                if e.ostate[k] == AVAILABLE and not e.oflags[k]:
+                if e.offset_states[k] == AVAILABLE and not e.offset_flags[k]:
                     self._oset(e, k, ARCHIVED)
-                    e.omember[k] = 0
+                    e.offset_members[k] = 0
                     count += 1
         return count
 
@@ -1248,7 +1248,7 @@ cdef class InFlightTracker:
         cdef Range *cp
         cdef ARun *rp
         cdef Py_ssize_t ci, cj, ri, p, npending
-        cdef int64_t first, last, dc, pos, c0, c1, lo, hi
+        cdef int64_t first, last, delivery_count, pos, c0, c1, lo, hi
         pending = sorted((int(t[1]), int(t[0])) for t in aborted)  # (first_offset, producer_id)
         npending = len(pending)
         p = 0
@@ -1277,7 +1277,7 @@ cdef class InFlightTracker:
                 rp = (<ARun *>runs.data) + ri
                 first = rp.first
                 last = rp.last
-                dc = rp.dc
+                delivery_count = rp.delivery_count
                 pos = first
                 while ci < cut.n and cp[ci].b < pos:
                     ci += 1
@@ -1287,7 +1287,7 @@ cdef class InFlightTracker:
                         c0 = cp[cj].a
                         c1 = cp[cj].b
                         if c0 > pos:
-                            add_acq(&new_runs, pos, c0 - 1, dc, False)
+                            add_acquired_run(&new_runs, pos, c0 - 1, delivery_count, False)
                         lo = max(c0, pos)
                         hi = min(c1, last)
                         if lo <= hi:
@@ -1296,7 +1296,7 @@ cdef class InFlightTracker:
                         if c1 <= last:
                             cj += 1
                     else:
-                        add_acq(&new_runs, pos, last, dc, False)
+                        add_acquired_run(&new_runs, pos, last, delivery_count, False)
                         pos = last + 1
             # runs[:] = new_runs
             runs.n = 0
@@ -1319,16 +1319,16 @@ cdef class InFlightTracker:
                 break
             lo = max(e.first, a)
             hi = min(e.last, b)
-            if e.ostate == NULL:
+            if e.offset_states == NULL:
                 if lo == e.first and hi == e.last:
                     self._bset(e, ARCHIVED)
                     e.member = 0
                     continue
-                e.explode()
+                e.split_per_offset()
             for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
-                if e.ostate[k] == ACQUIRED:
+                if e.offset_states[k] == ACQUIRED:
                     self._oset(e, k, ARCHIVED)
-                    e.omember[k] = 0
+                    e.offset_members[k] = 0
         return 0
 
     # ------------------------------------------------------------------ acknowledgement
@@ -1363,7 +1363,7 @@ cdef class InFlightTracker:
         cdef uint8_t *ttp
         cdef PyObject *tob
         cdef int64_t f0, off, run_first = 0, run_last = 0, rng_a = 0, rng_b = 0
-        cdef int run_state = 0, run_dc = 0, dc, limit = self._limit
+        cdef int run_state = 0, run_dc = 0, delivery_count, limit = self._limit
         cdef bint run_ok = False, rng_ok = False
         cdef Py_ssize_t dterm
         if isinstance(member_id, str) and member_id:
@@ -1503,13 +1503,13 @@ cdef class InFlightTracker:
                         break
                     lo = max(e.first, a)
                     hi = min(e.last, pp.last)
-                    if e.ostate == NULL:
+                    if e.offset_states == NULL:
                         if e.state != ACQUIRED or e.flags or e.member != m:
                             raise ShareError(_INVALID_RECORD_STATE, _not_acquired_message(lo, e.state, e.flags))
                     else:
-                        es = e.ostate
-                        ef = e.oflags
-                        em = e.omember
+                        es = e.offset_states
+                        ef = e.offset_flags
+                        em = e.offset_members
                         for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
                             if es[k] != ACQUIRED or ef[k] or em[k] != m:
                                 raise ShareError(_INVALID_RECORD_STATE,
@@ -1543,16 +1543,16 @@ cdef class InFlightTracker:
                             if tp[k] != t:
                                 t = -1
                                 break
-                    if e.ostate == NULL and t >= 0 and lo == e.first and hi == e.last:
+                    if e.offset_states == NULL and t >= 0 and lo == e.first and hi == e.last:
                         if t == T_RENEW:
                             e.deadline = deadline
                             self._heap_push(deadline, e.first)
                         else:
-                            self._bset(e, self._ack_target(t, e.dc))
+                            self._bset(e, self._ack_target(t, e.delivery_count))
                             e.flags = IN_TRANSITION
                             e.member = 0
                             # add_run / add_range through the pending run and range (see below)
-                            if run_ok and run_last + 1 == lo and run_state == e.state and run_dc == e.dc:
+                            if run_ok and run_last + 1 == lo and run_state == e.state and run_dc == e.delivery_count:
                                 run_last = hi
                             else:
                                 if run_ok:
@@ -1560,7 +1560,7 @@ cdef class InFlightTracker:
                                 run_first = lo
                                 run_last = hi
                                 run_state = e.state
-                                run_dc = e.dc
+                                run_dc = e.delivery_count
                                 run_ok = True
                             if rng_ok and rng_b + 1 == lo:
                                 rng_b = hi
@@ -1572,12 +1572,12 @@ cdef class InFlightTracker:
                                 rng_ok = True
                         i += 1
                         continue
-                    e.explode()
+                    e.split_per_offset()
                     renewed = False
-                    es = e.ostate
-                    ef = e.oflags
-                    em = e.omember
-                    edc = e.odc
+                    es = e.offset_states
+                    ef = e.offset_flags
+                    em = e.offset_members
+                    edc = e.offset_delivery_counts
                     f0 = e.first
                     ttp = tp + (f0 - first)  # the type of offset f0 + k is ttp[k]
                     dterm = 0
@@ -1587,13 +1587,13 @@ cdef class InFlightTracker:
                     for k in range(<Py_ssize_t>(lo - f0), <Py_ssize_t>(hi - f0 + 1)):
                         tk = t if t >= 0 else ttp[k]
                         if tk == T_RENEW:
-                            e.odeadline[k] = deadline
+                            e.offset_deadlines[k] = deadline
                             renewed = True
                             continue
-                        dc = edc[k]
+                        delivery_count = edc[k]
                         if tk == T_ACCEPT:
                             s = ACKNOWLEDGED
-                        elif tk == T_RELEASE and dc < limit:
+                        elif tk == T_RELEASE and delivery_count < limit:
                             s = AVAILABLE
                         else:
                             s = ARCHIVED  # REJECT, GAP, or RELEASE at the delivery limit
@@ -1602,7 +1602,7 @@ cdef class InFlightTracker:
                         ef[k] = IN_TRANSITION
                         em[k] = 0
                         off = f0 + k
-                        if run_ok and run_last + 1 == off and run_state == s and run_dc == dc:
+                        if run_ok and run_last + 1 == off and run_state == s and run_dc == delivery_count:
                             run_last = off
                         else:
                             if run_ok:
@@ -1610,7 +1610,7 @@ cdef class InFlightTracker:
                             run_first = off
                             run_last = off
                             run_state = s
-                            run_dc = dc
+                            run_dc = delivery_count
                             run_ok = True
                         if rng_ok and rng_b + 1 == off:
                             rng_b = off
@@ -1620,8 +1620,8 @@ cdef class InFlightTracker:
                             rng_a = off
                             rng_b = off
                             rng_ok = True
-                    e.nterm += dterm
-                    self._nterm_all += dterm
+                    e.terminal_count += dterm
+                    self._terminal_total += dterm
                     if renewed:
                         self._heap_push(deadline, e.first)
                     i += 1
@@ -1636,18 +1636,18 @@ cdef class InFlightTracker:
             vec_free(&out)
             vec_free(&ranges)
 
-    cdef inline int _ack_target(self, int ack_type, int dc) noexcept:
+    cdef inline int _ack_target(self, int ack_type, int delivery_count) noexcept:
         if ack_type == T_ACCEPT:
             return ACKNOWLEDGED
         if ack_type == T_RELEASE:
-            return ARCHIVED if dc >= self._limit else AVAILABLE
+            return ARCHIVED if delivery_count >= self._limit else AVAILABLE
         return ARCHIVED  # REJECT and GAP
 
     cdef object _pending(self, int32_t m, Vec *ranges, list writes):
         cdef _Transition tr
         cdef int64_t tid, start
         if ranges.n == 0:
-            return _nt4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
+            return _new_namedtuple4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
         tr = _Transition.__new__(_Transition)
         tr.m = m
         if ranges.n == 1:
@@ -1664,7 +1664,7 @@ cdef class InFlightTracker:
         tid_o = tid
         self._transitions[tid_o] = tr
         start = self._scan_start(tr.ranges, tr.n)
-        return _nt4(_TP_TRACKER_WRITE, tid_o, writes, start, self._count_terminal_from(start), False)
+        return _new_namedtuple4(_TP_TRACKER_WRITE, tid_o, writes, start, self._count_terminal_from(start), False)
 
     def begin_release(self, member_id, now_ms):
         """Release every record `member_id` holds, like a RELEASE acknowledgement (SPEC §4.3).
@@ -1693,27 +1693,27 @@ cdef class InFlightTracker:
                 spso = self._spso
                 for i in range(PyList_GET_SIZE(entries)):
                     e = <_Entry>PyList_GET_ITEM(entries, i)
-                    if e.ostate == NULL:
+                    if e.offset_states == NULL:
                         if e.state != ACQUIRED or e.flags or e.member != m:
                             continue
-                        if e.first >= spso or e.dc >= limit:
-                            self._bset(e, ARCHIVED if (e.dc >= limit or e.last < spso) else AVAILABLE)
+                        if e.first >= spso or e.delivery_count >= limit:
+                            self._bset(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
                             e.flags = IN_TRANSITION
                             e.member = 0
-                            add_run(&out, e.first, e.last, e.state, e.dc)
+                            add_run(&out, e.first, e.last, e.state, e.delivery_count)
                             add_range(&ranges, e.first, e.last)
                             continue
-                        e.explode()
+                        e.split_per_offset()
                     n = <Py_ssize_t>(e.last - e.first + 1)
                     for k in range(n):
-                        if e.ostate[k] != ACQUIRED or e.oflags[k] or e.omember[k] != m:
+                        if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != m:
                             continue
                         off = e.first + k
-                        s = ARCHIVED if (e.odc[k] >= limit or off < spso) else AVAILABLE
+                        s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or off < spso) else AVAILABLE
                         self._oset(e, k, s)
-                        e.oflags[k] = IN_TRANSITION
-                        e.omember[k] = 0
-                        add_run(&out, off, off, s, e.odc[k])
+                        e.offset_flags[k] = IN_TRANSITION
+                        e.offset_members[k] = 0
+                        add_run(&out, off, off, s, e.offset_delivery_counts[k])
                         add_range(&ranges, off, off)
             return self._pending(m, &ranges, _state_batch_list(&out))
         finally:
@@ -1756,7 +1756,7 @@ cdef class InFlightTracker:
                     break
                 lo = max(e.first, a)
                 hi = min(e.last, b)
-                if e.ostate == NULL:
+                if e.offset_states == NULL:
                     if lo == e.first and hi == e.last:
                         if not e.flags:
                             continue
@@ -1771,26 +1771,26 @@ cdef class InFlightTracker:
                             # now_ms; a fresh heap item guarantees the record still expires.
                             self._heap_push(e.deadline, e.first)
                             continue
-                        if e.first >= spso or e.dc >= limit:
+                        if e.first >= spso or e.delivery_count >= limit:
                             e.flags = 0
-                            self._bset(e, ARCHIVED if e.dc >= limit else AVAILABLE)
+                            self._bset(e, ARCHIVED if e.delivery_count >= limit else AVAILABLE)
                             e.member = 0
                             continue
-                    e.explode()  # straddles the SPSO: offsets below it archive, the rest do not
+                    e.split_per_offset()  # straddles the SPSO: offsets below it archive, the rest do not
                 earliest = -1
                 for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
-                    if not e.oflags[k]:
+                    if not e.offset_flags[k]:
                         continue
-                    e.oflags[k] = 0
+                    e.offset_flags[k] = 0
                     if commit:
                         continue
-                    d = e.odeadline[k]
+                    d = e.offset_deadlines[k]
                     if d <= now:
-                        self._oset(e, k, ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE)
-                        e.omember[k] = 0
+                        self._oset(e, k, ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE)
+                        e.offset_members[k] = 0
                     else:
                         self._oset(e, k, ACQUIRED)
-                        e.omember[k] = m
+                        e.offset_members[k] = m
                         if earliest < 0 or d < earliest:
                             earliest = d
                 if earliest >= 0:
@@ -1829,33 +1829,33 @@ cdef class InFlightTracker:
                 e = <_Entry>PyList_GET_ITEM(entries, i)
                 if e.first != first:
                     continue
-                if e.ostate == NULL:
+                if e.offset_states == NULL:
                     if e.state != ACQUIRED or e.flags or e.deadline > now:
                         continue
-                    if e.first >= spso or e.dc >= limit:
-                        self._bset(e, ARCHIVED if (e.dc >= limit or e.last < spso) else AVAILABLE)
+                    if e.first >= spso or e.delivery_count >= limit:
+                        self._bset(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
                         e.member = 0
-                        push_raw_run(&out, e.first, e.last, e.state, e.dc)
+                        push_raw_run(&out, e.first, e.last, e.state, e.delivery_count)
                         count += e.last - e.first + 1
                         continue
-                    e.explode()
+                    e.split_per_offset()
                 n = <Py_ssize_t>(e.last - e.first + 1)
                 for k in range(n):
-                    if e.ostate[k] == ACQUIRED and not e.oflags[k] and e.odeadline[k] <= now:
-                        s = ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE
+                    if e.offset_states[k] == ACQUIRED and not e.offset_flags[k] and e.offset_deadlines[k] <= now:
+                        s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE
                         self._oset(e, k, s)
-                        e.omember[k] = 0
-                        push_raw_run(&out, e.first + k, e.first + k, s, e.odc[k])
+                        e.offset_members[k] = 0
+                        push_raw_run(&out, e.first + k, e.first + k, s, e.offset_delivery_counts[k])
                         count += 1
             if out.n == 0:
-                return 0, _nt4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
+                return 0, _new_namedtuple4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
             # Offsets in `out` are distinct, so ordering by first offset is the pure twin's list sort.
             qsort(out.data, out.n, sizeof(Run), _cmp_run_first)
             rp = <Run *>out.data
             for i in range(out.n):
-                add_run(&merged, rp[i].first, rp[i].last, rp[i].state, rp[i].dc)
+                add_run(&merged, rp[i].first, rp[i].last, rp[i].state, rp[i].delivery_count)
             self._advance()
-            return count, _nt4(_TP_TRACKER_WRITE, 0, _state_batch_list(&merged), self._spso,
+            return count, _new_namedtuple4(_TP_TRACKER_WRITE, 0, _state_batch_list(&merged), self._spso,
                                self._count_terminal_from(self._spso), False)
         finally:
             vec_free(&out)
@@ -1889,7 +1889,7 @@ cdef class InFlightTracker:
                 break
             lo = max(e.first, a)
             hi = min(e.last, b)
-            if e.ostate == NULL:
+            if e.offset_states == NULL:
                 if e.state != AVAILABLE:
                     continue
                 if lo == e.first and hi == e.last:
@@ -1897,12 +1897,12 @@ cdef class InFlightTracker:
                     e.flags = 0
                     e.member = 0
                     continue
-                e.explode()
+                e.split_per_offset()
             for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
-                if e.ostate[k] == AVAILABLE:
+                if e.offset_states[k] == AVAILABLE:
                     self._oset(e, k, ARCHIVED)
-                    e.oflags[k] = 0
-                    e.omember[k] = 0
+                    e.offset_flags[k] = 0
+                    e.offset_members[k] = 0
         return 0
 
     # ------------------------------------------------------------------ SPSO advance
@@ -1927,7 +1927,7 @@ cdef class InFlightTracker:
                 if hole >= 0:
                     return hole
                 pos = e.first
-            if e.ostate == NULL:
+            if e.offset_states == NULL:
                 if _terminal(e.state):
                     if not e.flags:
                         pos = e.last + 1
@@ -1943,10 +1943,10 @@ cdef class InFlightTracker:
             k = <Py_ssize_t>(pos - e.first)
             size = <Py_ssize_t>(e.last - e.first + 1)
             while k < size:
-                s = e.ostate[k]
+                s = e.offset_states[k]
                 if s != ACKNOWLEDGED and s != ARCHIVED:
                     return e.first + k
-                if e.oflags[k]:
+                if e.offset_flags[k]:
                     off = e.first + k
                     while ri < nr and allowed[ri].b < off:
                         ri += 1
@@ -1998,7 +1998,7 @@ cdef class InFlightTracker:
             e = <_Entry>PyList_GET_ITEM(entries, drop)
             if e.last >= spso or not e.done():
                 break
-            self._nterm_all -= e.last - e.first + 1  # a done entry is terminal throughout
+            self._terminal_total -= e.last - e.first + 1  # a done entry is terminal throughout
             drop += 1
         if drop:
             del entries[:drop]
@@ -2036,7 +2036,7 @@ cdef class InFlightTracker:
             if d < heap_min.get(f, 1 << 62):
                 heap_min[f] = d
         flagged = False
-        nterm_all = 0
+        terminal_total = 0
         for idx in range(len(self._entries)):
             e = self._entries[idx]
             if not (e.first <= e.last < self._speo):
@@ -2045,32 +2045,32 @@ cdef class InFlightTracker:
                 raise AssertionError("entries overlap or are unsorted")
             prev_last = e.last
             n = <Py_ssize_t>(e.last - e.first + 1)
-            if e.ostate == NULL:
-                if e.odeadline != NULL or e.omember != NULL or e.oflags != NULL or e.odc != NULL:
+            if e.offset_states == NULL:
+                if e.offset_deadlines != NULL or e.offset_members != NULL or e.offset_flags != NULL or e.offset_delivery_counts != NULL:
                     raise AssertionError("batch-level entry holds per-offset arrays")
-                recs = [(e.first, e.state, e.flags, e.dc, e.member, e.deadline)]
+                recs = [(e.first, e.state, e.flags, e.delivery_count, e.member, e.deadline)]
             else:
-                if e.odeadline == NULL or e.omember == NULL or e.oflags == NULL or e.odc == NULL:
+                if e.offset_deadlines == NULL or e.offset_members == NULL or e.offset_flags == NULL or e.offset_delivery_counts == NULL:
                     raise AssertionError("split entry lacks per-offset arrays")
-                recs = [(e.first + k, e.ostate[k], e.oflags[k], e.odc[k], e.omember[k], e.odeadline[k])
+                recs = [(e.first + k, e.offset_states[k], e.offset_flags[k], e.offset_delivery_counts[k], e.offset_members[k], e.offset_deadlines[k])
                         for k in range(n)]
-                if e.nterm != sum(1 for r in recs if r[1] in (ACKNOWLEDGED, ARCHIVED)):
-                    raise AssertionError(f"entry {e.first}-{e.last}: terminal count {e.nterm} is stale")
-                if not 0 <= e.tprefix <= n or any(r[1] not in (ACKNOWLEDGED, ARCHIVED) or r[2]
-                                                  for r in recs[:e.tprefix]):
-                    raise AssertionError(f"entry {e.first}-{e.last}: settled prefix {e.tprefix} is wrong")
-            if e.ostate == NULL:
-                nterm_all += (e.last - e.first + 1) if e.state in (ACKNOWLEDGED, ARCHIVED) else 0
+                if e.terminal_count != sum(1 for r in recs if r[1] in (ACKNOWLEDGED, ARCHIVED)):
+                    raise AssertionError(f"entry {e.first}-{e.last}: terminal count {e.terminal_count} is stale")
+                if not 0 <= e.settled_count <= n or any(r[1] not in (ACKNOWLEDGED, ARCHIVED) or r[2]
+                                                  for r in recs[:e.settled_count]):
+                    raise AssertionError(f"entry {e.first}-{e.last}: settled prefix {e.settled_count} is wrong")
+            if e.offset_states == NULL:
+                terminal_total += (e.last - e.first + 1) if e.state in (ACKNOWLEDGED, ARCHIVED) else 0
             else:
-                nterm_all += e.nterm
-            for off, s, fl, dc, mem, dl in recs:
+                terminal_total += e.terminal_count
+            for off, s, fl, delivery_count, mem, dl in recs:
                 if s not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED):
                     raise AssertionError(s)
                 if not 0 <= mem < nmembers:
                     raise AssertionError((off, mem))
                 if s == ACQUIRED:
-                    if not (mem != 0 and dc >= 1 and not fl):
-                        raise AssertionError((off, s, mem, dc, fl))
+                    if not (mem != 0 and delivery_count >= 1 and not fl):
+                        raise AssertionError((off, s, mem, delivery_count, fl))
                     if not heap_min.get(e.first, 1 << 62) <= dl:
                         raise AssertionError(f"acquired offset {off} has no lock timer")
                 elif mem != 0:
@@ -2082,8 +2082,8 @@ cdef class InFlightTracker:
             if e.last < self._spso:
                 if not (not e.done() or idx > 0):
                     raise AssertionError("a done entry below the SPSO should have been dropped")
-        if nterm_all != self._nterm_all:
-            raise AssertionError(f"terminal total {self._nterm_all} is stale (actual {nterm_all})")
+        if terminal_total != self._terminal_total:
+            raise AssertionError(f"terminal total {self._terminal_total} is stale (actual {terminal_total})")
         # Every flagged record belongs to a pending transition.
         for t in self._transitions.values():
             tr = <_Transition>t

@@ -35,7 +35,7 @@ _ACKNOWLEDGE_TYPE_IDS = frozenset(int(t) for t in AcknowledgeType)
 IN_TRANSITION = 1  # flag bit: the record's visible state awaits a persister answer (two-phase)
 # Delivery counts are stored in one byte per record: a storage bound of this tracker, not a Kafka value
 # (Kafka's limit is at most 10, 25 for the broker maximum).
-_MAX_DC = 255
+_MAX_DELIVERY_COUNT = 255
 
 
 def _terminal(state: int) -> bool:
@@ -45,30 +45,30 @@ def _terminal(state: int) -> bool:
 class _Entry:
     """One cached range [first, last]: batch-level state, or per-offset arrays once split."""
 
-    __slots__ = ("first", "last", "state", "flags", "dc", "member", "deadline",
-                 "ostate", "oflags", "odc", "omember", "odeadline", "nterm")
+    __slots__ = ("first", "last", "state", "flags", "delivery_count", "member", "deadline",
+                 "offset_states", "offset_flags", "offset_delivery_counts", "offset_members", "offset_deadlines", "terminal_count")
 
-    def __init__(self, first: int, last: int, state: int, dc: int, member: int, deadline: int) -> None:
+    def __init__(self, first: int, last: int, state: int, delivery_count: int, member: int, deadline: int) -> None:
         self.first = first
         self.last = last
         self.state = state
         self.flags = 0
-        self.dc = dc
+        self.delivery_count = delivery_count
         self.member = member
         self.deadline = deadline
-        self.ostate = None  # bytearray | None: per-offset state once the entry is split
+        self.offset_states = None  # bytearray | None: per-offset state once the entry is split
 
-    def explode(self) -> None:
+    def split_per_offset(self) -> None:
         """Switch to per-offset state; every offset inherits the batch's state, owner and deadline."""
-        if self.ostate is not None:
+        if self.offset_states is not None:
             return
         n = self.last - self.first + 1
-        self.ostate = bytearray([self.state]) * n
-        self.oflags = bytearray([self.flags]) * n
-        self.odc = bytearray([self.dc]) * n
-        self.omember = array("i", [self.member]) * n
-        self.odeadline = array("q", [self.deadline]) * n
-        self.nterm = n if _terminal(self.state) else 0  # terminal offsets of the split entry, kept exact
+        self.offset_states = bytearray([self.state]) * n
+        self.offset_flags = bytearray([self.flags]) * n
+        self.offset_delivery_counts = bytearray([self.delivery_count]) * n
+        self.offset_members = array("i", [self.member]) * n
+        self.offset_deadlines = array("q", [self.deadline]) * n
+        self.terminal_count = n if _terminal(self.state) else 0  # terminal offsets of the split entry, kept exact
 
 
 class InFlightTracker:
@@ -92,7 +92,7 @@ class InFlightTracker:
             raise ValueError("start_offset must be >= 0")
         if record_lock_duration_ms <= 0:
             raise ValueError("record_lock_duration_ms must be > 0")
-        if not 1 <= delivery_count_limit <= _MAX_DC - 1:
+        if not 1 <= delivery_count_limit <= _MAX_DELIVERY_COUNT - 1:
             raise ValueError("delivery_count_limit out of range")
         if partition_max_record_locks <= 0:
             raise ValueError("partition_max_record_locks must be > 0")
@@ -113,7 +113,7 @@ class InFlightTracker:
         self._speo = int(start_offset)
         # Terminal offsets in all entries (below the SPSO too), kept exact by every state change, so
         # counting those at or above the SPSO never walks the window.
-        self._nterm_all = 0
+        self._terminal_total = 0
         # The persisted-gap window (see `load`): holes in [max(SPSO, _gap_start), _gap_end) are acquirable
         # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
         self._gap_start = 0
@@ -165,7 +165,7 @@ class InFlightTracker:
         self._heap = []
         self._transitions = {}
         self._spso = self._speo = int(start_offset)
-        self._nterm_all = 0
+        self._terminal_total = 0
         self._gap_start = 0
         self._gap_end = -1
 
@@ -184,25 +184,25 @@ class InFlightTracker:
         for b in batches:
             if len(b) != 4:
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"malformed persisted state batch {b!r}")
-            first, last, state, dc = b
+            first, last, state, delivery_count = b
             if first < start_offset or last < first or first <= prev_last:
                 raise ShareError(
                     Errors.UNKNOWN_SERVER_ERROR,
                     f"persisted state batch {b!r} is below the start offset {start_offset} or out of order",
                 )
-            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or dc < 0:
+            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or delivery_count < 0:
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"persisted state batch {b!r} has a bad state or count")
             prev_last = last
         self.reset(start_offset)
         pos = start_offset
         first_hole = -1
-        for first, last, state, dc in batches:
+        for first, last, state, delivery_count in batches:
             if first > pos and first_hole < 0:
                 first_hole = pos
             # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
-            self._append_entry(_Entry(first, last, AVAILABLE if state == ACQUIRED else state, min(dc, _MAX_DC), 0, 0))
+            self._append_entry(_Entry(first, last, AVAILABLE if state == ACQUIRED else state, min(delivery_count, _MAX_DELIVERY_COUNT), 0, 0))
             if _terminal(state):
-                self._nterm_all += last - first + 1
+                self._terminal_total += last - first + 1
             pos = last + 1
         self._speo = pos
         if first_hole >= 0:
@@ -213,15 +213,15 @@ class InFlightTracker:
     def _set_state(self, e: _Entry, state: int) -> None:
         """Set the state of batch-level entry `e`, keeping the terminal total exact."""
         if _terminal(state) != _terminal(e.state):
-            self._nterm_all += (e.last - e.first + 1) if _terminal(state) else -(e.last - e.first + 1)
+            self._terminal_total += (e.last - e.first + 1) if _terminal(state) else -(e.last - e.first + 1)
         e.state = state
 
     def _set_offset_state(self, e: _Entry, k: int, state: int) -> None:
         """Set the state of offset e.first + k of split entry `e`, keeping both terminal counts exact."""
-        change = _terminal(state) - _terminal(e.ostate[k])
-        e.nterm += change
-        self._nterm_all += change
-        e.ostate[k] = state
+        change = _terminal(state) - _terminal(e.offset_states[k])
+        e.terminal_count += change
+        self._terminal_total += change
+        e.offset_states[k] = state
 
     def _append_entry(self, e: _Entry) -> None:
         self._entries.append(e)
@@ -262,17 +262,17 @@ class InFlightTracker:
                 return hole
             if e.last >= hole:
                 hole = e.last + 1
-            if e.ostate is None:
+            if e.offset_states is None:
                 if e.state == AVAILABLE and not e.flags:
                     return max(e.first, spso)
                 continue
             k = max(spso - e.first, 0)
-            ostate, oflags = e.ostate, e.oflags
+            offset_states, offset_flags = e.offset_states, e.offset_flags
             while True:
-                k = ostate.find(b"\x00", k)
+                k = offset_states.find(b"\x00", k)
                 if k < 0:
                     break
-                if not oflags[k]:
+                if not offset_flags[k]:
                     return e.first + k
                 k += 1
         return min(hole, self._speo)
@@ -285,10 +285,10 @@ class InFlightTracker:
         if i < 0 or self._entries[i].last < offset:
             return None
         e = self._entries[i]
-        if e.ostate is None:
-            return RecordView(RecordState(e.state), e.dc, self._member_names[e.member])
+        if e.offset_states is None:
+            return RecordView(RecordState(e.state), e.delivery_count, self._member_names[e.member])
         k = offset - e.first
-        return RecordView(RecordState(e.ostate[k]), e.odc[k], self._member_names[e.omember[k]])
+        return RecordView(RecordState(e.offset_states[k]), e.offset_delivery_counts[k], self._member_names[e.offset_members[k]])
 
     def state_batches(self) -> list[StateBatch]:
         """The window [SPSO, SPEO) as minimal runs of (state, delivery count); ACQUIRED shows as 1."""
@@ -296,11 +296,11 @@ class InFlightTracker:
         spso = self._spso
         for i in range(self._index_from(spso), len(self._entries)):
             e = self._entries[i]
-            if e.ostate is None:
-                _add_run(out, max(e.first, spso), e.last, e.state, e.dc)
+            if e.offset_states is None:
+                _add_run(out, max(e.first, spso), e.last, e.state, e.delivery_count)
             else:
                 for k in range(max(spso - e.first, 0), e.last - e.first + 1):
-                    _add_run(out, e.first + k, e.first + k, e.ostate[k], e.odc[k])
+                    _add_run(out, e.first + k, e.first + k, e.offset_states[k], e.offset_delivery_counts[k])
         return [StateBatch(r[0], r[1], r[2], r[3]) for r in out]
 
     def _count_terminal_from(self, start: int) -> int:
@@ -309,17 +309,17 @@ class InFlightTracker:
         Runtime complexity: O(entries below `start`), almost always 0 or 1 (wholly terminal entries
         below the SPSO are dropped), plus a C-level count over the part of one split entry below it.
         """
-        total = self._nterm_all
+        total = self._terminal_total
         for e in self._entries:
             if e.first >= start:
                 break
             end = min(e.last, start - 1)
-            if e.ostate is None:
+            if e.offset_states is None:
                 if _terminal(e.state):
                     total -= end - e.first + 1
             else:
                 j = end - e.first + 1  # count in place: slicing would copy the entry's states
-                total -= e.ostate.count(ACKNOWLEDGED, 0, j) + e.ostate.count(ARCHIVED, 0, j)
+                total -= e.offset_states.count(ACKNOWLEDGED, 0, j) + e.offset_states.count(ARCHIVED, 0, j)
         return total
 
     # ------------------------------------------------------------------ acquisition
@@ -364,7 +364,7 @@ class InFlightTracker:
             self._archive(max(fetch_offset, self._spso), first_base - 1, AVAILABLE)
         m = self._member(member_id)
         deadline = now_ms + self._lock_ms
-        runs: list[list[int]] = []  # [first, last, dc] ascending, merged when contiguous and equal
+        runs: list[list[int]] = []  # [first, last, delivery_count] ascending, merged when contiguous and equal
         lo = max(first_base, self._spso)
         hi = fetched[-1][1]
         acquired = 0
@@ -393,33 +393,33 @@ class InFlightTracker:
                 cursor = e.last + 1
                 a = max(e.first, lo)
                 b = min(e.last, hi)
-                if e.ostate is None:
+                if e.offset_states is None:
                     if e.state != AVAILABLE or e.flags:
                         i += 1
                         continue
                     size = e.last - e.first + 1
-                    throttled = e.dc >= throttle
+                    throttled = e.delivery_count >= throttle
                     if throttled and acquired > 0:
                         stop = True  # poison isolation: redeliveries this deep go out on their own
                         break
-                    cap = max(1, size >> (e.dc - throttle + 1)) if throttled else size
+                    cap = max(1, size >> (e.delivery_count - throttle + 1)) if throttled else size
                     if self._record_limit:
                         cap = min(cap, max_records - acquired)
                     if a == e.first and b == e.last and cap >= size and not (
-                        throttled and e.dc == limit - 1 and limit > 2 and size > 1
+                        throttled and e.delivery_count == limit - 1 and limit > 2 and size > 1
                     ):
                         e.state = ACQUIRED
-                        e.dc = min(e.dc + 1, _MAX_DC)
+                        e.delivery_count = min(e.delivery_count + 1, _MAX_DELIVERY_COUNT)
                         e.member = m
                         e.deadline = deadline
                         heapq.heappush(self._heap, (deadline, e.first))
-                        _add_acq(runs, e.first, e.last, e.dc)
+                        _add_acquired_run(runs, e.first, e.last, e.delivery_count)
                         acquired += size
                         if throttled:
                             stop = True
                         i += 1
                         continue
-                    e.explode()
+                    e.split_per_offset()
                 got, stop = self._acquire_offsets(e, a, b, m, deadline, runs, acquired, max_records)
                 acquired += got
                 i += 1
@@ -446,41 +446,41 @@ class InFlightTracker:
     def _acquire_offsets(self, e: _Entry, a: int, b: int, m: int, deadline: int, runs: list,
                          acquired: int, max_records: int) -> tuple[int, bool]:
         """Acquire the AVAILABLE offsets of split entry `e` in [a, b]; returns (count, stop)."""
-        ostate, oflags, odc = e.ostate, e.oflags, e.odc
+        offset_states, offset_flags, offset_delivery_counts = e.offset_states, e.offset_flags, e.offset_delivery_counts
         f = e.first
-        maxdc = -1
+        max_delivery_count = -1
         for k in range(a - f, b - f + 1):
-            if ostate[k] == AVAILABLE and not oflags[k] and odc[k] > maxdc:
-                maxdc = odc[k]
-        if maxdc < 0:
+            if offset_states[k] == AVAILABLE and not offset_flags[k] and offset_delivery_counts[k] > max_delivery_count:
+                max_delivery_count = offset_delivery_counts[k]
+        if max_delivery_count < 0:
             return 0, False
         limit = self._limit
         throttle = self._throttle
-        throttled = maxdc >= throttle
+        throttled = max_delivery_count >= throttle
         if throttled and acquired > 0:
             return 0, True
-        cap = max(1, (e.last - f + 1) >> (maxdc - throttle + 1)) if throttled else (1 << 62)
+        cap = max(1, (e.last - f + 1) >> (max_delivery_count - throttle + 1)) if throttled else (1 << 62)
         if self._record_limit:
             cap = min(cap, max_records - acquired)
         got = 0
         stop = throttled
         for k in range(a - f, b - f + 1):
-            if ostate[k] != AVAILABLE or oflags[k]:
+            if offset_states[k] != AVAILABLE or offset_flags[k]:
                 continue
             if got >= cap:
                 stop = True
                 break
-            dc = odc[k]
-            last_attempt = limit > 2 and dc == limit - 1
+            delivery_count = offset_delivery_counts[k]
+            last_attempt = limit > 2 and delivery_count == limit - 1
             if last_attempt and (acquired + got) > 0:
                 stop = True
                 break
-            dc = min(dc + 1, _MAX_DC)
-            ostate[k] = ACQUIRED
-            odc[k] = dc
-            e.omember[k] = m
-            e.odeadline[k] = deadline
-            _add_acq(runs, f + k, f + k, dc)
+            delivery_count = min(delivery_count + 1, _MAX_DELIVERY_COUNT)
+            offset_states[k] = ACQUIRED
+            offset_delivery_counts[k] = delivery_count
+            e.offset_members[k] = m
+            e.offset_deadlines[k] = deadline
+            _add_acquired_run(runs, f + k, f + k, delivery_count)
             got += 1
             if last_attempt:
                 stop = True
@@ -535,20 +535,20 @@ class InFlightTracker:
             if self._record_limit and acquired + size > budget:
                 take = budget - acquired
                 e = _Entry(first, seg_last, AVAILABLE, 0, 0, 0)
-                e.explode()
+                e.split_per_offset()
                 if take > 0:
                     for k in range(take):
-                        e.ostate[k] = ACQUIRED
-                        e.odc[k] = 1
-                        e.omember[k] = m
-                        e.odeadline[k] = deadline
+                        e.offset_states[k] = ACQUIRED
+                        e.offset_delivery_counts[k] = 1
+                        e.offset_members[k] = m
+                        e.offset_deadlines[k] = deadline
                     heapq.heappush(self._heap, (deadline, first))
-                    _add_acq(runs, first, first + take - 1, 1, batch_size == 0)
+                    _add_acquired_run(runs, first, first + take - 1, 1, batch_size == 0)
                     acquired += take
             else:
                 e = _Entry(first, seg_last, ACQUIRED, 1, m, deadline)
                 heapq.heappush(self._heap, (deadline, first))
-                _add_acq(runs, first, seg_last, 1, batch_size == 0)
+                _add_acquired_run(runs, first, seg_last, 1, batch_size == 0)
                 acquired += size
             self._insert_entry(e)
             if seg_last >= self._speo:
@@ -570,7 +570,7 @@ class InFlightTracker:
             if e.first > b:
                 break
             lo, hi = max(e.first, a), min(e.last, b)
-            if e.ostate is None:
+            if e.offset_states is None:
                 if e.state != from_state or (e.flags and not pending_too):
                     continue
                 if lo == e.first and hi == e.last:
@@ -579,13 +579,13 @@ class InFlightTracker:
                     e.member = 0
                     n += hi - lo + 1
                     continue
-                e.explode()
-            ostate, oflags, omember = e.ostate, e.oflags, e.omember
+                e.split_per_offset()
+            offset_states, offset_flags, offset_members = e.offset_states, e.offset_flags, e.offset_members
             for k in range(lo - e.first, hi - e.first + 1):
-                if ostate[k] == from_state and (pending_too or not oflags[k]):
+                if offset_states[k] == from_state and (pending_too or not offset_flags[k]):
                     self._set_offset_state(e, k, ARCHIVED)
-                    oflags[k] = 0
-                    omember[k] = 0
+                    offset_flags[k] = 0
+                    offset_members[k] = 0
                     n += 1
         return n
 
@@ -613,7 +613,7 @@ class InFlightTracker:
             return
         new_runs: list[list[int]] = []
         ci = 0
-        for first, last, dc in runs:
+        for first, last, delivery_count in runs:
             pos = first
             while ci < len(cut) and cut[ci][1] < pos:
                 ci += 1
@@ -622,7 +622,7 @@ class InFlightTracker:
                 if cj < len(cut) and cut[cj][0] <= last:
                     c0, c1 = cut[cj]
                     if c0 > pos:
-                        _add_acq(new_runs, pos, c0 - 1, dc, False)
+                        _add_acquired_run(new_runs, pos, c0 - 1, delivery_count, False)
                     lo, hi = max(c0, pos), min(c1, last)
                     if lo <= hi:
                         self._archive(lo, hi, ACQUIRED)
@@ -630,7 +630,7 @@ class InFlightTracker:
                     if c1 <= last:
                         cj += 1
                 else:
-                    _add_acq(new_runs, pos, last, dc, False)
+                    _add_acquired_run(new_runs, pos, last, delivery_count, False)
                     pos = last + 1
         runs[:] = new_runs
 
@@ -664,16 +664,16 @@ class InFlightTracker:
                 if e.first > last:
                     break
                 lo, hi = max(e.first, a), min(e.last, last)
-                if e.ostate is None:
+                if e.offset_states is None:
                     if e.state != ACQUIRED or e.flags or e.member != m:
                         raise ShareError(Errors.INVALID_RECORD_STATE, _not_acquired_message(lo, e.state, e.flags, e.member, m))
                 else:
-                    ostate, oflags, omember = e.ostate, e.oflags, e.omember
+                    offset_states, offset_flags, offset_members = e.offset_states, e.offset_flags, e.offset_members
                     for k in range(lo - e.first, hi - e.first + 1):
-                        if ostate[k] != ACQUIRED or oflags[k] or omember[k] != m:
+                        if offset_states[k] != ACQUIRED or offset_flags[k] or offset_members[k] != m:
                             raise ShareError(
                                 Errors.INVALID_RECORD_STATE,
-                                _not_acquired_message(e.first + k, ostate[k], oflags[k], omember[k], m),
+                                _not_acquired_message(e.first + k, offset_states[k], offset_flags[k], offset_members[k], m),
                             )
                 i += 1
         # Validated: apply. From here on nothing can fail.
@@ -697,31 +697,31 @@ class InFlightTracker:
                     seg = types[lo - first: hi - first + 1]
                     if seg.count(seg[0]) == len(seg):
                         t = seg[0]
-                if e.ostate is None and t >= 0 and lo == e.first and hi == e.last:
+                if e.offset_states is None and t >= 0 and lo == e.first and hi == e.last:
                     if t == _RENEW:
                         e.deadline = deadline
                         heapq.heappush(self._heap, (deadline, e.first))
                     else:
-                        self._set_state(e, self._ack_target(t, e.dc))
+                        self._set_state(e, self._ack_target(t, e.delivery_count))
                         e.flags = IN_TRANSITION
                         e.member = 0
-                        _add_run(out, lo, hi, e.state, e.dc)
+                        _add_run(out, lo, hi, e.state, e.delivery_count)
                         _add_range(ranges, lo, hi)
                     i += 1
                     continue
-                e.explode()
+                e.split_per_offset()
                 renewed = False
                 for k in range(lo - e.first, hi - e.first + 1):
                     tk = t if t >= 0 else types[e.first + k - first]
                     if tk == _RENEW:
-                        e.odeadline[k] = deadline
+                        e.offset_deadlines[k] = deadline
                         renewed = True
                         continue
-                    s = self._ack_target(tk, e.odc[k])
+                    s = self._ack_target(tk, e.offset_delivery_counts[k])
                     self._set_offset_state(e, k, s)
-                    e.oflags[k] = IN_TRANSITION
-                    e.omember[k] = 0
-                    _add_run(out, e.first + k, e.first + k, s, e.odc[k])
+                    e.offset_flags[k] = IN_TRANSITION
+                    e.offset_members[k] = 0
+                    _add_run(out, e.first + k, e.first + k, s, e.offset_delivery_counts[k])
                     _add_range(ranges, e.first + k, e.first + k)
                 if renewed:
                     heapq.heappush(self._heap, (deadline, e.first))
@@ -730,11 +730,11 @@ class InFlightTracker:
             writes.append(StateBatch(r[0], r[1], r[2], r[3]))
         return self._pending(m, ranges, writes)
 
-    def _ack_target(self, ack_type: int, dc: int) -> int:
+    def _ack_target(self, ack_type: int, delivery_count: int) -> int:
         if ack_type == _ACCEPT:
             return ACKNOWLEDGED
         if ack_type == _RELEASE:
-            return ARCHIVED if dc >= self._limit else AVAILABLE
+            return ARCHIVED if delivery_count >= self._limit else AVAILABLE
         return ARCHIVED  # REJECT and GAP
 
     def _pending(self, m: int, ranges: list[tuple[int, int]], writes: list[StateBatch]) -> TrackerWrite:
@@ -758,26 +758,26 @@ class InFlightTracker:
         if m > 0:
             spso = self._spso
             for e in self._entries:
-                if e.ostate is None:
+                if e.offset_states is None:
                     if e.state != ACQUIRED or e.flags or e.member != m:
                         continue
-                    if e.first >= spso or e.dc >= self._limit:
-                        self._set_state(e, ARCHIVED if (e.dc >= self._limit or e.last < spso) else AVAILABLE)
+                    if e.first >= spso or e.delivery_count >= self._limit:
+                        self._set_state(e, ARCHIVED if (e.delivery_count >= self._limit or e.last < spso) else AVAILABLE)
                         e.flags = IN_TRANSITION
                         e.member = 0
-                        _add_run(out, e.first, e.last, e.state, e.dc)
+                        _add_run(out, e.first, e.last, e.state, e.delivery_count)
                         _add_range(ranges, e.first, e.last)
                         continue
-                    e.explode()
+                    e.split_per_offset()
                 for k in range(e.last - e.first + 1):
-                    if e.ostate[k] != ACQUIRED or e.oflags[k] or e.omember[k] != m:
+                    if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != m:
                         continue
                     off = e.first + k
-                    s = ARCHIVED if (e.odc[k] >= self._limit or off < spso) else AVAILABLE
+                    s = ARCHIVED if (e.offset_delivery_counts[k] >= self._limit or off < spso) else AVAILABLE
                     self._set_offset_state(e, k, s)
-                    e.oflags[k] = IN_TRANSITION
-                    e.omember[k] = 0
-                    _add_run(out, off, off, s, e.odc[k])
+                    e.offset_flags[k] = IN_TRANSITION
+                    e.offset_members[k] = 0
+                    _add_run(out, off, off, s, e.offset_delivery_counts[k])
                     _add_range(ranges, off, off)
         return self._pending(m, ranges, [StateBatch(r[0], r[1], r[2], r[3]) for r in out])
 
@@ -800,7 +800,7 @@ class InFlightTracker:
                 if e.first > b:
                     break
                 lo, hi = max(e.first, a), min(e.last, b)
-                if e.ostate is None:
+                if e.offset_states is None:
                     if lo == e.first and hi == e.last:
                         if not e.flags:
                             continue
@@ -815,26 +815,26 @@ class InFlightTracker:
                             # now_ms; a fresh heap item guarantees the record still expires.
                             heapq.heappush(self._heap, (e.deadline, e.first))
                             continue
-                        if e.first >= spso or e.dc >= limit:
+                        if e.first >= spso or e.delivery_count >= limit:
                             e.flags = 0
-                            self._set_state(e, ARCHIVED if e.dc >= limit else AVAILABLE)
+                            self._set_state(e, ARCHIVED if e.delivery_count >= limit else AVAILABLE)
                             e.member = 0
                             continue
-                    e.explode()  # straddles the SPSO: offsets below it archive, the rest do not
+                    e.split_per_offset()  # straddles the SPSO: offsets below it archive, the rest do not
                 earliest = -1
                 for k in range(lo - e.first, hi - e.first + 1):
-                    if not e.oflags[k]:
+                    if not e.offset_flags[k]:
                         continue
-                    e.oflags[k] = 0
+                    e.offset_flags[k] = 0
                     if committed:
                         continue
-                    d = e.odeadline[k]
+                    d = e.offset_deadlines[k]
                     if d <= now_ms:
-                        self._set_offset_state(e, k, ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE)
-                        e.omember[k] = 0
+                        self._set_offset_state(e, k, ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE)
+                        e.offset_members[k] = 0
                     else:
                         self._set_offset_state(e, k, ACQUIRED)
-                        e.omember[k] = m
+                        e.offset_members[k] = m
                         if earliest < 0 or d < earliest:
                             earliest = d
                 if earliest >= 0:
@@ -861,23 +861,23 @@ class InFlightTracker:
             if i < 0 or self._firsts[i] != first:
                 continue
             e = self._entries[i]
-            if e.ostate is None:
+            if e.offset_states is None:
                 if e.state != ACQUIRED or e.flags or e.deadline > now_ms:
                     continue
-                if e.first >= spso or e.dc >= limit:
-                    self._set_state(e, ARCHIVED if (e.dc >= limit or e.last < spso) else AVAILABLE)
+                if e.first >= spso or e.delivery_count >= limit:
+                    self._set_state(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
                     e.member = 0
-                    out.append([e.first, e.last, e.state, e.dc])
+                    out.append([e.first, e.last, e.state, e.delivery_count])
                     count += e.last - e.first + 1
                     continue
-                e.explode()
-            ostate, oflags, odeadline = e.ostate, e.oflags, e.odeadline
+                e.split_per_offset()
+            offset_states, offset_flags, offset_deadlines = e.offset_states, e.offset_flags, e.offset_deadlines
             for k in range(e.last - e.first + 1):
-                if ostate[k] == ACQUIRED and not oflags[k] and odeadline[k] <= now_ms:
-                    s = ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE
+                if offset_states[k] == ACQUIRED and not offset_flags[k] and offset_deadlines[k] <= now_ms:
+                    s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE
                     self._set_offset_state(e, k, s)
-                    e.omember[k] = 0
-                    out.append([e.first + k, e.first + k, s, e.odc[k]])
+                    e.offset_members[k] = 0
+                    out.append([e.first + k, e.first + k, s, e.offset_delivery_counts[k]])
                     count += 1
         if not out:
             return 0, TrackerWrite(0, [], self._spso, self._count_terminal_from(self._spso))
@@ -924,7 +924,7 @@ class InFlightTracker:
                 if hole >= 0:
                     return hole
                 pos = e.first
-            if e.ostate is None:
+            if e.offset_states is None:
                 if _terminal(e.state):
                     if not e.flags:
                         pos = e.last + 1
@@ -937,14 +937,14 @@ class InFlightTracker:
                         i += 1
                         continue
                 return pos
-            ostate, oflags = e.ostate, e.oflags
+            offset_states, offset_flags = e.offset_states, e.offset_flags
             k = pos - e.first
             size = e.last - e.first + 1
             while k < size:
-                s = ostate[k]
+                s = offset_states[k]
                 if s != ACKNOWLEDGED and s != ARCHIVED:
                     return e.first + k
-                if oflags[k]:
+                if offset_flags[k]:
                     off = e.first + k
                     while ri < nr and allowed[ri][1] < off:
                         ri += 1
@@ -985,7 +985,7 @@ class InFlightTracker:
         for e in self._entries:
             if e.last >= spso or not _entry_done(e):
                 break
-            self._nterm_all -= e.last - e.first + 1  # a done entry is terminal throughout
+            self._terminal_total -= e.last - e.first + 1  # a done entry is terminal throughout
             drop += 1
         if drop:
             del self._entries[:drop]
@@ -1017,26 +1017,26 @@ class InFlightTracker:
         for d, f in self._heap:
             if d < heap_min.get(f, 1 << 62):
                 heap_min[f] = d
-        nterm_all = 0
+        terminal_total = 0
         for idx, e in enumerate(self._entries):
             assert self._firsts[idx] == e.first
             assert e.first <= e.last < self._speo, (e.first, e.last, self._speo)
             assert e.first > prev_last, "entries overlap or are unsorted"
             prev_last = e.last
             n = e.last - e.first + 1
-            if e.ostate is None:
-                recs = [(e.first, e.state, e.flags, e.dc, e.member, e.deadline)]
+            if e.offset_states is None:
+                recs = [(e.first, e.state, e.flags, e.delivery_count, e.member, e.deadline)]
             else:
-                assert len(e.ostate) == len(e.oflags) == len(e.odc) == len(e.omember) == len(e.odeadline) == n
-                recs = [(e.first + k, e.ostate[k], e.oflags[k], e.odc[k], e.omember[k], e.odeadline[k])
+                assert len(e.offset_states) == len(e.offset_flags) == len(e.offset_delivery_counts) == len(e.offset_members) == len(e.offset_deadlines) == n
+                recs = [(e.first + k, e.offset_states[k], e.offset_flags[k], e.offset_delivery_counts[k], e.offset_members[k], e.offset_deadlines[k])
                         for k in range(n)]
-                assert e.nterm == sum(1 for r in recs if _terminal(r[1])), f"entry {e.first}: stale terminal count"
-            nterm_all += sum((e.last - e.first + 1) if e.ostate is None else 1 for r in recs if _terminal(r[1]))
-            for off, s, fl, dc, mem, dl in recs:
+                assert e.terminal_count == sum(1 for r in recs if _terminal(r[1])), f"entry {e.first}: stale terminal count"
+            terminal_total += sum((e.last - e.first + 1) if e.offset_states is None else 1 for r in recs if _terminal(r[1]))
+            for off, s, fl, delivery_count, mem, dl in recs:
                 assert s in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), s
                 assert 0 <= mem < len(self._member_names)
                 if s == ACQUIRED:
-                    assert mem != 0 and dc >= 1 and not fl, (off, s, mem, dc, fl)
+                    assert mem != 0 and delivery_count >= 1 and not fl, (off, s, mem, delivery_count, fl)
                     assert heap_min.get(e.first, 1 << 62) <= dl, f"acquired offset {off} has no lock timer"
                 else:
                     assert mem == 0, (off, s, mem)
@@ -1045,7 +1045,7 @@ class InFlightTracker:
                     assert off >= self._spso, f"offset {off} below the SPSO is AVAILABLE"
             if e.last < self._spso:
                 assert not _entry_done(e) or idx > 0, "a done entry below the SPSO should have been dropped"
-        assert nterm_all == self._nterm_all, f"terminal total {self._nterm_all} is stale (actual {nterm_all})"
+        assert terminal_total == self._terminal_total, f"terminal total {self._terminal_total} is stale (actual {terminal_total})"
         # Pending transitions name real members and well-formed ranges; flagged records imply one.
         for m, ranges in self._transitions.values():
             assert 0 < m < len(self._member_names)
@@ -1059,27 +1059,27 @@ class InFlightTracker:
 
 def _entry_done(e: _Entry) -> bool:
     """Every record of `e` is terminal and none awaits a write."""
-    if e.ostate is None:
+    if e.offset_states is None:
         return _terminal(e.state) and not e.flags
-    return e.nterm == len(e.ostate) and e.oflags.find(IN_TRANSITION) < 0
+    return e.terminal_count == len(e.offset_states) and e.offset_flags.find(IN_TRANSITION) < 0
 
 
-def _add_run(out: list, first: int, last: int, state: int, dc: int) -> None:
+def _add_run(out: list, first: int, last: int, state: int, delivery_count: int) -> None:
     if out:
         r = out[-1]
-        if r[1] + 1 == first and r[2] == state and r[3] == dc:
+        if r[1] + 1 == first and r[2] == state and r[3] == delivery_count:
             r[1] = last
             return
-    out.append([first, last, state, dc])
+    out.append([first, last, state, delivery_count])
 
 
-def _add_acq(runs: list, first: int, last: int, dc: int, merge: bool = True) -> None:
+def _add_acquired_run(runs: list, first: int, last: int, delivery_count: int, merge: bool = True) -> None:
     if merge and runs:
         r = runs[-1]
-        if r[1] + 1 == first and r[2] == dc:
+        if r[1] + 1 == first and r[2] == delivery_count:
             r[1] = last
             return
-    runs.append([first, last, dc])
+    runs.append([first, last, delivery_count])
 
 
 def _add_range(ranges: list, a: int, b: int) -> None:

@@ -15,10 +15,10 @@ TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
 class Rec:
-    __slots__ = ("state", "dc", "member", "deadline", "tid")
+    __slots__ = ("state", "delivery_count", "member", "deadline", "tid")
 
-    def __init__(self, state, dc, member="", deadline=0):
-        self.state, self.dc, self.member, self.deadline, self.tid = state, dc, member, deadline, 0
+    def __init__(self, state, delivery_count, member="", deadline=0):
+        self.state, self.delivery_count, self.member, self.deadline, self.tid = state, delivery_count, member, deadline, 0
 
 
 class TrackerModel:
@@ -70,7 +70,7 @@ class TrackerModel:
         if o < self.spso or o >= self.speo or o not in self.recs:
             return None
         r = self.recs[o]
-        return RecordView(RecordState(r.state), r.dc, r.member)
+        return RecordView(RecordState(r.state), r.delivery_count, r.member)
 
     def state_batches(self):
         out = []
@@ -78,10 +78,10 @@ class TrackerModel:
             if o < self.spso:
                 continue
             r = self.recs[o]
-            if out and out[-1][1] + 1 == o and out[-1][2] == r.state and out[-1][3] == r.dc:
+            if out and out[-1][1] + 1 == o and out[-1][2] == r.state and out[-1][3] == r.delivery_count:
                 out[-1][1] = o
             else:
-                out.append([o, o, r.state, r.dc])
+                out.append([o, o, r.state, r.delivery_count])
         return [StateBatch(*b) for b in out]
 
     # -- helpers
@@ -133,12 +133,12 @@ class TrackerModel:
         self.trans.clear()
         self.gap_start, self.gap_end = 0, -1
         pos = start_offset
-        for f, last, s, dc in batches:
+        for f, last, s, delivery_count in batches:
             if f > pos and self.gap_end < 0:
                 self.gap_start, self.gap_end = pos, 0  # gap_end is set to the SPEO below
             self.entries.append([f, last])
             for o in range(f, last + 1):
-                self.recs[o] = Rec(AVAILABLE if s == ACQUIRED else s, min(dc, 255))
+                self.recs[o] = Rec(AVAILABLE if s == ACQUIRED else s, min(delivery_count, 255))
             pos = last + 1
         self.speo = pos
         if self.gap_end >= 0:
@@ -188,13 +188,13 @@ class TrackerModel:
                 avail = [o for o in range(a, b + 1) if self.recs[o].state == AVAILABLE and not self.recs[o].tid]
                 if not avail:
                     continue
-                maxdc = max(self.recs[o].dc for o in avail)
-                throttled = maxdc >= self.throttle
+                max_delivery_count = max(self.recs[o].delivery_count for o in avail)
+                throttled = max_delivery_count >= self.throttle
                 if throttled and acquired > 0:
                     stop = True
                     break
                 size = e[1] - e[0] + 1
-                cap = max(1, size >> (maxdc - self.throttle + 1)) if throttled else 1 << 62
+                cap = max(1, size >> (max_delivery_count - self.throttle + 1)) if throttled else 1 << 62
                 if self.record_limit:
                     cap = min(cap, max_records - acquired)
                 got = 0
@@ -204,12 +204,12 @@ class TrackerModel:
                         stop = True
                         break
                     r = self.recs[o]
-                    last_attempt = self.limit > 2 and r.dc == self.limit - 1
+                    last_attempt = self.limit > 2 and r.delivery_count == self.limit - 1
                     if last_attempt and acquired + got > 0:
                         stop = True
                         break
-                    r.state, r.dc, r.member, r.deadline = ACQUIRED, min(r.dc + 1, 255), member, deadline
-                    _add(runs, o, o, r.dc)
+                    r.state, r.delivery_count, r.member, r.deadline = ACQUIRED, min(r.delivery_count + 1, 255), member, deadline
+                    _add(runs, o, o, r.delivery_count)
                     got += 1
                     if last_attempt:
                         stop = True
@@ -287,14 +287,14 @@ class TrackerModel:
             elif txn and pid in active:
                 cut.update(range(b[0], b[1] + 1))
         out = []
-        for f, last, dc in runs:
+        for f, last, delivery_count in runs:
             for o in range(f, last + 1):
                 if o in cut:
                     r = self.recs[o]
                     if r.state == ACQUIRED:
                         r.state, r.member = ARCHIVED, ""
                 else:
-                    _add(out, o, o, dc, o != f and o - 1 not in cut)
+                    _add(out, o, o, delivery_count, o != f and o - 1 not in cut)
         return out
 
     def begin_acknowledge(self, member, batches, now):
@@ -335,17 +335,17 @@ class TrackerModel:
                 if t == 4:
                     r.deadline = now + self.lock_ms
                     continue
-                r.state = self._target(t, r.dc)
+                r.state = self._target(t, r.delivery_count)
                 r.member, r.tid = "", tid
                 changed.append(o)
-                _add4(writes, o, r.state, r.dc)
+                _add4(writes, o, r.state, r.delivery_count)
         return self._pending(member, changed, writes)
 
-    def _target(self, t, dc):
+    def _target(self, t, delivery_count):
         if t == 1:
             return ACKNOWLEDGED
         if t == 2:
-            return ARCHIVED if dc >= self.limit else AVAILABLE
+            return ARCHIVED if delivery_count >= self.limit else AVAILABLE
         return ARCHIVED
 
     def _pending(self, member, changed, writes):
@@ -366,10 +366,10 @@ class TrackerModel:
         for o in sorted(self.recs):
             r = self.recs[o]
             if r.state == ACQUIRED and not r.tid and r.member == member and member:
-                r.state = ARCHIVED if (r.dc >= self.limit or o < self.spso) else AVAILABLE
+                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
                 r.member, r.tid = "", tid
                 changed.append(o)
-                _add4(writes, o, r.state, r.dc)
+                _add4(writes, o, r.state, r.delivery_count)
         return self._pending(member, changed, writes)
 
     def complete(self, tid, committed, now):
@@ -384,7 +384,7 @@ class TrackerModel:
             if committed:
                 continue
             if r.deadline <= now:
-                r.state = ARCHIVED if (r.dc >= self.limit or o < self.spso) else AVAILABLE
+                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
                 r.member = ""
             else:
                 r.state, r.member = ACQUIRED, member
@@ -396,10 +396,10 @@ class TrackerModel:
         for o in sorted(self.recs):
             r = self.recs[o]
             if r.state == ACQUIRED and not r.tid and r.deadline <= now:
-                r.state = ARCHIVED if (r.dc >= self.limit or o < self.spso) else AVAILABLE
+                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
                 r.member = ""
                 n += 1
-                _add4(writes, o, r.state, r.dc)
+                _add4(writes, o, r.state, r.delivery_count)
         if n:
             self._advance()
         return n, (0, [StateBatch(*w) for w in writes], self.spso, self._terminal_from(self.spso))
@@ -416,15 +416,15 @@ class TrackerModel:
         self._advance()
 
 
-def _add(runs, f, last, dc, merge=True):
-    if merge and runs and runs[-1][1] + 1 == f and runs[-1][2] == dc:
+def _add(runs, f, last, delivery_count, merge=True):
+    if merge and runs and runs[-1][1] + 1 == f and runs[-1][2] == delivery_count:
         runs[-1][1] = last
     else:
-        runs.append([f, last, dc])
+        runs.append([f, last, delivery_count])
 
 
-def _add4(out, o, s, dc):
-    if out and out[-1][1] + 1 == o and out[-1][2] == s and out[-1][3] == dc:
+def _add4(out, o, s, delivery_count):
+    if out and out[-1][1] + 1 == o and out[-1][2] == s and out[-1][3] == delivery_count:
         out[-1][1] = o
     else:
-        out.append([o, o, s, dc])
+        out.append([o, o, s, delivery_count])
