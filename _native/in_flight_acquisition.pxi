@@ -14,16 +14,7 @@ cdef struct FetchedBatchHeader:  # one fetched producer batch header: base and l
 @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
 cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_ms, fetch_offset, batch_size,
                      aborted_transactions, read_committed):
-    """Acquire records of `fetched` producer-batch headers for `member_id` (SPEC §4.5, §4.8, §4.10).
-
-    Cached AVAILABLE records are re-acquired; offsets past SPEO are acquired as new entries at
-    producer-batch granularity. `max_records` and the in-flight limit are soft (rounded up to the end
-    of a producer batch) unless the tracker is in record-limit mode. `batch_size` > 0 cuts new
-    ranges at producer-batch boundaries. `fetch_offset` >= 0 says where the log read started:
-    AVAILABLE records between it and the first fetched batch no longer exist (compaction) and are
-    archived. Nothing is persisted: ACQUIRED is never written.
-    Runtime complexity: O(fetched batches + entries touched + offsets of split entries touched).
-    """
+    """`InFlightTracker.acquire` (see its docstring)."""
     cdef Vec fb, runs
     cdef FetchedBatchHeader *fbp
     cdef Py_ssize_t nfetched, j, i

@@ -517,60 +517,7 @@ cdef class InFlightTracker:
         record awaits a write changes nothing now; the rollback, if any, finds it expired.
         Runtime complexity: O(due heap items × log heap + offsets of split entries they name).
         """
-        cdef int64_t now = now_ms
-        cdef int limit = self._limit
-        cdef int64_t spso = self._spso
-        cdef int64_t count = 0, first
-        cdef Vec out, merged
-        cdef HeapItem item
-        cdef Py_ssize_t i, k, n
-        cdef list entries = self._entries
-        cdef _Entry e
-        cdef Run *rp
-        cdef int s
-        vec_init(&out, sizeof(Run))
-        vec_init(&merged, sizeof(Run))
-        try:
-            while self._locks.n and self._locks.items[0].deadline <= now:
-                item = lock_heap_pop(&self._locks)
-                first = item.first
-                i = self._bisect_right(first) - 1
-                if i < 0:
-                    continue
-                e = <_Entry>PyList_GET_ITEM(entries, i)
-                if e.first != first:
-                    continue
-                if e.offset_states == NULL:
-                    if e.state != ACQUIRED or e.flags or e.deadline > now:
-                        continue
-                    if e.first >= spso or e.delivery_count >= limit:
-                        self._bset(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
-                        e.member = 0
-                        push_raw_run(&out, e.first, e.last, e.state, e.delivery_count)
-                        count += e.last - e.first + 1
-                        continue
-                    e.split_per_offset()
-                n = <Py_ssize_t>(e.last - e.first + 1)
-                for k in range(n):
-                    if e.offset_states[k] == ACQUIRED and not e.offset_flags[k] and e.offset_deadlines[k] <= now:
-                        s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE
-                        self._oset(e, k, s)
-                        e.offset_members[k] = 0
-                        push_raw_run(&out, e.first + k, e.first + k, s, e.offset_delivery_counts[k])
-                        count += 1
-            if out.n == 0:
-                return 0, _new_namedtuple4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
-            # Offsets in `out` are distinct, so ordering by first offset is the pure twin's list sort.
-            qsort(out.data, out.n, sizeof(Run), _cmp_run_first)
-            rp = <Run *>out.data
-            for i in range(out.n):
-                add_run(&merged, rp[i].first, rp[i].last, rp[i].state, rp[i].delivery_count)
-            self._advance()
-            return count, _new_namedtuple4(_TP_TRACKER_WRITE, 0, _state_batch_list(&merged), self._spso,
-                               self._count_terminal_from(self._spso), False)
-        finally:
-            vec_free(&out)
-            vec_free(&merged)
+        return _expire_locks(self, now_ms)
 
     cdef int64_t _archive(self, int64_t a, int64_t b, int from_state, bint pending_too) except -1:
         """Archive the records in [a, b] whose state is `from_state`; returns how many.
@@ -730,95 +677,13 @@ cdef class InFlightTracker:
 
     # ------------------------------------------------------------------ invariants
 
-    @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
     def _check(self):
         """Assert every invariant of the window; tests call it after each step."""
-        cdef Py_ssize_t idx, k, n, c
-        cdef int64_t prev_last = -1
-        cdef _Entry e
-        cdef _Transition tr
-        cdef int64_t nmembers = len(self._member_names)
-        if not (0 <= self._spso <= self._speo):
-            raise AssertionError((self._spso, self._speo))
-        if self._gap_end >= 0 and not (self._gap_end == self._speo and self._spso < self._gap_end):
-            raise AssertionError(("gap window", self._gap_start, self._gap_end, self._spso, self._speo))
-        if self._locks.n < 0 or self._locks.n > self._locks.cap or (self._locks.cap and self._locks.items == NULL):
-            raise AssertionError("lock heap bookkeeping is corrupt")
-        heap_min = {}
-        for k in range(self._locks.n):
-            for c in (2 * k + 1, 2 * k + 2):
-                if c < self._locks.n and (self._locks.items[c].deadline < self._locks.items[k].deadline or (
-                        self._locks.items[c].deadline == self._locks.items[k].deadline and self._locks.items[c].first < self._locks.items[k].first)):
-                    raise AssertionError("lock heap order is broken")
-            d = self._locks.items[k].deadline
-            f = self._locks.items[k].first
-            if d < heap_min.get(f, 1 << 62):
-                heap_min[f] = d
-        flagged = False
-        terminal_total = 0
-        for idx in range(len(self._entries)):
-            e = self._entries[idx]
-            if not (e.first <= e.last < self._speo):
-                raise AssertionError((e.first, e.last, self._speo))
-            if not e.first > prev_last:
-                raise AssertionError("entries overlap or are unsorted")
-            prev_last = e.last
-            n = <Py_ssize_t>(e.last - e.first + 1)
-            if e.offset_states == NULL:
-                if e.offset_deadlines != NULL or e.offset_members != NULL or e.offset_flags != NULL or e.offset_delivery_counts != NULL:
-                    raise AssertionError("batch-level entry holds per-offset arrays")
-                recs = [(e.first, e.state, e.flags, e.delivery_count, e.member, e.deadline)]
-            else:
-                if e.offset_deadlines == NULL or e.offset_members == NULL or e.offset_flags == NULL or e.offset_delivery_counts == NULL:
-                    raise AssertionError("split entry lacks per-offset arrays")
-                recs = [(e.first + k, e.offset_states[k], e.offset_flags[k], e.offset_delivery_counts[k], e.offset_members[k], e.offset_deadlines[k])
-                        for k in range(n)]
-                if e.terminal_count != sum(1 for r in recs if r[1] in (ACKNOWLEDGED, ARCHIVED)):
-                    raise AssertionError(f"entry {e.first}-{e.last}: terminal count {e.terminal_count} is stale")
-                if not 0 <= e.settled_count <= n or any(r[1] not in (ACKNOWLEDGED, ARCHIVED) or r[2]
-                                                  for r in recs[:e.settled_count]):
-                    raise AssertionError(f"entry {e.first}-{e.last}: settled prefix {e.settled_count} is wrong")
-            if e.offset_states == NULL:
-                terminal_total += (e.last - e.first + 1) if e.state in (ACKNOWLEDGED, ARCHIVED) else 0
-            else:
-                terminal_total += e.terminal_count
-            for off, s, fl, delivery_count, mem, dl in recs:
-                if s not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED):
-                    raise AssertionError(s)
-                if not 0 <= mem < nmembers:
-                    raise AssertionError((off, mem))
-                if s == ACQUIRED:
-                    if not (mem != 0 and delivery_count >= 1 and not fl):
-                        raise AssertionError((off, s, mem, delivery_count, fl))
-                    if not heap_min.get(e.first, 1 << 62) <= dl:
-                        raise AssertionError(f"acquired offset {off} has no lock timer")
-                elif mem != 0:
-                    raise AssertionError((off, s, mem))
-                if fl:
-                    flagged = True
-                if off < self._spso and s == AVAILABLE:
-                    raise AssertionError(f"offset {off} below the SPSO is AVAILABLE")
-            if e.last < self._spso:
-                if not (not e.done() or idx > 0):
-                    raise AssertionError("a done entry below the SPSO should have been dropped")
-        if terminal_total != self._terminal_total:
-            raise AssertionError(f"terminal total {self._terminal_total} is stale (actual {terminal_total})")
-        # Every flagged record belongs to a pending transition.
-        for t in self._transitions.values():
-            tr = <_Transition>t
-            if not 0 < tr.m < nmembers:
-                raise AssertionError(tr.m)
-            for k in range(tr.n):
-                if not tr.ranges[k].a <= tr.ranges[k].b:
-                    raise AssertionError((tr.ranges[k].a, tr.ranges[k].b))
-        if flagged and not self._transitions:
-            raise AssertionError("records in transition without a pending transition")
-        # The SPSO is fully advanced: the record at the SPSO (if any) is not done.
-        if not self._scan_start(NULL, 0) <= self._spso:
-            raise AssertionError("SPSO not advanced over a terminal run")
+        return _check_invariants(self)
 
 
 # The operations kept apart from the class, as functions taking it (a cdef class cannot span files).
 include "acknowledgement_request.pxi"
 include "in_flight_acquisition.pxi"
-include "in_flight_acknowledgement.pxi"
+include "in_flight_transitions.pxi"
+include "in_flight_invariants.pxi"

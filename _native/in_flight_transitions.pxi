@@ -1,5 +1,6 @@
-"""Acknowledgement, release and completion for the Cython tracker (included by `tracker.pyx`; the pure
-twin is `sharegroup.in_flight_acknowledgement`): the two-phase transitions of SPEC §4.4 and §4.6.
+"""State transitions after acquisition for the Cython tracker (included by `tracker.pyx`; the pure twin is
+`sharegroup.in_flight_transitions`): acknowledgement, release and their completion (two-phase, SPEC
+§4.4 and §4.6), and lock expiry (one phase).
 """
 
 
@@ -13,25 +14,17 @@ cdef str _not_acquired_message(int64_t offset, int state, int flags):
 
 @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
 cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms):
-    """Validate and apply acknowledgements all-or-nothing (SPEC §4.4); the changes stay pending.
-
-    Raises `ShareError` (INVALID_REQUEST or INVALID_RECORD_STATE) with nothing changed. Otherwise
-    the new states are visible at once, marked in transition, and the returned `TrackerWrite` says
-    what to persist; pass its `transition_id` to `complete`. RENEW restarts locks at once and
-    persists nothing.
-    Runtime complexity: O(batches × log entries + entries touched + offsets of split entries touched).
-    """
+    """`InFlightTracker.begin_acknowledge` (see its docstring)."""
     cdef int32_t m
     cdef PyObject *mp
     cdef Vec plan, tbuf, out, ranges
     cdef Plan *pl
     cdef Plan *pp
     cdef uint8_t *tp
-    cdef Py_ssize_t nb, idx, nt, j, i, k, k0, k1, pi
-    cdef int64_t first, last, prev_last = -1, spso, speo, a, lo, hi, deadline
-    cdef int64_t tv
-    cdef int overflow, single, t, tk, s
-    cdef bint fast, prev_fast = True, renewed
+    cdef Py_ssize_t nb, nt, i, k, k0, k1, pi
+    cdef int64_t first, last, spso, speo, a, lo, hi, deadline
+    cdef int single, t, tk, s
+    cdef bint renewed
     cdef _Entry e
     cdef list entries
     cdef uint8_t *es
@@ -39,9 +32,8 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
     cdef int32_t *em
     cdef uint8_t *edc
     cdef uint8_t *ttp
-    cdef PyObject *tob
     cdef int64_t f0, off, run_first = 0, run_last = 0, rng_a = 0, rng_b = 0
-    cdef int run_state = 0, run_dc = 0, delivery_count, limit = self._limit
+    cdef int run_state = 0, run_delivery_count = 0, delivery_count, limit = self._limit
     cdef bint run_ok = False, rng_ok = False
     cdef Py_ssize_t dterm
     if isinstance(member_id, str) and member_id:
@@ -134,15 +126,15 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
                         e.flags = IN_TRANSITION
                         e.member = 0
                         # add_run / add_range through the pending run and range (see below)
-                        if run_ok and run_last + 1 == lo and run_state == e.state and run_dc == e.delivery_count:
+                        if run_ok and run_last + 1 == lo and run_state == e.state and run_delivery_count == e.delivery_count:
                             run_last = hi
                         else:
                             if run_ok:
-                                add_run(&out, run_first, run_last, run_state, run_dc)
+                                add_run(&out, run_first, run_last, run_state, run_delivery_count)
                             run_first = lo
                             run_last = hi
                             run_state = e.state
-                            run_dc = e.delivery_count
+                            run_delivery_count = e.delivery_count
                             run_ok = True
                         if rng_ok and rng_b + 1 == lo:
                             rng_b = hi
@@ -184,15 +176,15 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
                     ef[k] = IN_TRANSITION
                     em[k] = 0
                     off = f0 + k
-                    if run_ok and run_last + 1 == off and run_state == s and run_dc == delivery_count:
+                    if run_ok and run_last + 1 == off and run_state == s and run_delivery_count == delivery_count:
                         run_last = off
                     else:
                         if run_ok:
-                            add_run(&out, run_first, run_last, run_state, run_dc)
+                            add_run(&out, run_first, run_last, run_state, run_delivery_count)
                         run_first = off
                         run_last = off
                         run_state = s
-                        run_dc = delivery_count
+                        run_delivery_count = delivery_count
                         run_ok = True
                     if rng_ok and rng_b + 1 == off:
                         rng_b = off
@@ -208,7 +200,7 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
                     lock_heap_push(&self._locks, deadline, e.first)
                 i += 1
         if run_ok:
-            add_run(&out, run_first, run_last, run_state, run_dc)
+            add_run(&out, run_first, run_last, run_state, run_delivery_count)
         if rng_ok:
             add_range(&ranges, rng_a, rng_b)
         return self._pending(m, &ranges, _state_batch_list(&out))
@@ -220,12 +212,7 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
 
 
 cdef object _begin_release(InFlightTracker self, member_id, now_ms):
-    """Release every record `member_id` holds, like a RELEASE acknowledgement (SPEC §4.3).
-
-    The delivery count is kept, so a consumer that keeps crashing on a record cannot loop forever;
-    records at the limit, or below the SPSO, are archived. Pending until `complete`.
-    Runtime complexity: O(entries + offsets of split entries).
-    """
+    """`InFlightTracker.begin_release` (see its docstring)."""
     cdef int32_t m
     cdef PyObject *mp
     cdef Vec out, ranges
@@ -275,12 +262,7 @@ cdef object _begin_release(InFlightTracker self, member_id, now_ms):
 
 
 cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
-    """Commit or roll back a pending transition once its write answered (SPEC §4.6).
-
-    Roll back restores ACQUIRED for the owner, except that a record whose lock expired meanwhile
-    becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO). Records archived by a log
-    start move meanwhile stay archived.
-    """
+    """`InFlightTracker.complete` (see its docstring)."""
     cdef _Transition tr
     cdef bint commit
     cdef int64_t now = 0, spso, a, b, lo, hi, d, earliest
@@ -350,3 +332,61 @@ cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
             if earliest >= 0:
                 lock_heap_push(&self._locks, earliest, e.first)
     self._advance()
+
+
+cdef object _expire_locks(InFlightTracker self, now_ms):
+    """`InFlightTracker.expire_locks` (see its docstring)."""
+    cdef int64_t now = now_ms
+    cdef int limit = self._limit
+    cdef int64_t spso = self._spso
+    cdef int64_t count = 0, first
+    cdef Vec out, merged
+    cdef HeapItem item
+    cdef Py_ssize_t i, k, n
+    cdef list entries = self._entries
+    cdef _Entry e
+    cdef Run *rp
+    cdef int s
+    vec_init(&out, sizeof(Run))
+    vec_init(&merged, sizeof(Run))
+    try:
+        while self._locks.n and self._locks.items[0].deadline <= now:
+            item = lock_heap_pop(&self._locks)
+            first = item.first
+            i = self._bisect_right(first) - 1
+            if i < 0:
+                continue
+            e = <_Entry>PyList_GET_ITEM(entries, i)
+            if e.first != first:
+                continue
+            if e.offset_states == NULL:
+                if e.state != ACQUIRED or e.flags or e.deadline > now:
+                    continue
+                if e.first >= spso or e.delivery_count >= limit:
+                    self._bset(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
+                    e.member = 0
+                    push_raw_run(&out, e.first, e.last, e.state, e.delivery_count)
+                    count += e.last - e.first + 1
+                    continue
+                e.split_per_offset()
+            n = <Py_ssize_t>(e.last - e.first + 1)
+            for k in range(n):
+                if e.offset_states[k] == ACQUIRED and not e.offset_flags[k] and e.offset_deadlines[k] <= now:
+                    s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE
+                    self._oset(e, k, s)
+                    e.offset_members[k] = 0
+                    push_raw_run(&out, e.first + k, e.first + k, s, e.offset_delivery_counts[k])
+                    count += 1
+        if out.n == 0:
+            return 0, _new_namedtuple4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
+        # Offsets in `out` are distinct, so ordering by first offset is the pure twin's list sort.
+        qsort(out.data, out.n, sizeof(Run), _cmp_run_first)
+        rp = <Run *>out.data
+        for i in range(out.n):
+            add_run(&merged, rp[i].first, rp[i].last, rp[i].state, rp[i].delivery_count)
+        self._advance()
+        return count, _new_namedtuple4(_TP_TRACKER_WRITE, 0, _state_batch_list(&merged), self._spso,
+                           self._count_terminal_from(self._spso), False)
+    finally:
+        vec_free(&out)
+        vec_free(&merged)
