@@ -15,6 +15,13 @@ exceptions, Kafka error codes and messages as the pure twin; only the representa
 
 Python objects are created only for returned values. Validation messages are formatted from the caller's
 own objects, exactly as the pure twin formats them, so both twins fail with the same text.
+
+Files (one extension module; the `.pxi` files are included textually, and each mirrors a module of the
+pure twin): this file holds the class; `tracker_buffers.pxi` the C helpers (namedtuple builders, growable
+run and range buffers, int64 helpers); `lock_heap.pxi` the lock heap; `in_flight_entry.pxi` entries
+and pending transitions; `acknowledgement_request.pxi` the request parser; `in_flight_acquisition.pxi`
+and `in_flight_transitions.pxi` the operations, as functions taking the tracker (a cdef class cannot
+span files); `in_flight_invariants.pxi` the `_check` invariants.
 """
 
 cimport cython
@@ -106,8 +113,10 @@ cdef class InFlightTracker:
     """In-flight records of one share-partition: acquisition, acknowledgement, locks, SPSO/SPEO.
 
     Offsets: `start_offset` (SPSO) is the lowest offset not known to be terminal; `end_offset` (SPEO)
-    is exclusive, one past the last in-flight offset. Runtime complexity of every operation is
-    O(entries touched + offsets of split entries touched); whole producer batches move in O(1).
+    is exclusive, one past the last in-flight offset. Runtime complexity of acquire, acknowledge,
+    complete and expiry: O(log entries + entries touched + offsets of split entries touched), plus a
+    list insert when a range lands in a hole; whole producer batches move in O(1). `begin_release` and
+    `state_batches` walk the window; `next_fetch_offset` walks it up to the first acquirable offset.
     """
 
     cdef int64_t _lock_ms
