@@ -3,7 +3,7 @@
 """
 
 
-cdef struct Plan:  # one validated acknowledgement batch; its types are tbuf[toff:toff + nt]
+cdef struct Plan:  # one validated acknowledgement batch; its types are type_buffer[toff:toff + nt]
     int64_t first
     int64_t last
     Py_ssize_t idx
@@ -12,25 +12,25 @@ cdef struct Plan:  # one validated acknowledgement batch; its types are tbuf[tof
 
 
 @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
-cdef int parse_acknowledgement_request(object seq, Py_ssize_t nb, Vec *plan, Vec *tbuf) except -1:
+cdef int parse_acknowledgement_request(object seq, Py_ssize_t nb, Vec *plan_buffer, Vec *type_buffer) except -1:
     """Check an acknowledgement request as Kafka's broker does before the leader sees it.
 
     `seq` is a list or tuple of `AcknowledgementBatch`-shaped items. Raises `ShareError`
     (INVALID_REQUEST) for a malformed batch, offsets that are not integers, first > last, batches not
     ascending and disjoint, an empty or wrongly sized types tuple, or an unknown type; otherwise fills
-    `plan` with one `Plan` per batch and `tbuf` with their acknowledge types, one byte each.
+    `plan_buffer` with one `Plan` per batch and `type_buffer` with their acknowledge types, one byte each.
     Runtime complexity: O(batches + acknowledge types).
     """
-    cdef Plan *pl
-    cdef Plan *pp
-    cdef uint8_t *tp
+    cdef Plan *plans
+    cdef Plan *plan
+    cdef uint8_t *types
     cdef Py_ssize_t idx, nt, j
-    cdef int64_t first, last, prev_last = -1, tv
+    cdef int64_t first, last, prev_last = -1, type_id
     cdef int overflow
     cdef bint fast, prev_fast = True
-    cdef PyObject *tob
-    vec_reserve(plan, nb)
-    pl = <Plan *>plan.data
+    cdef PyObject *type_object
+    vec_reserve(plan_buffer, nb)
+    plans = <Plan *>plan_buffer.data
     prev_last_o = None
     for idx in range(nb):
         ab = seq[idx]
@@ -73,16 +73,16 @@ cdef int parse_acknowledgement_request(object seq, Py_ssize_t nb, Vec *plan, Vec
             first = INT64_MAX if first_o > INT64_MAX else first_o
             last = INT64_MAX
         if type(types_o) is tuple:
-            tt = types_o
+            types_tuple = types_o
         elif isinstance(types_o, int):
-            tt = (types_o,)
+            types_tuple = (types_o,)
         else:
             try:
-                tt = tuple(types_o)
+                types_tuple = tuple(types_o)
             except TypeError:
                 raise ShareError(_INVALID_REQUEST,
                                  f"acknowledge types must be a tuple of ints: {ab!r}") from None
-        nt = PyTuple_GET_SIZE(tt)
+        nt = PyTuple_GET_SIZE(types_tuple)
         if nt == 0:
             raise ShareError(_INVALID_REQUEST,
                              f"acknowledgement batch {first_o}-{last_o} has no acknowledge types")
@@ -91,39 +91,39 @@ cdef int parse_acknowledgement_request(object seq, Py_ssize_t nb, Vec *plan, Vec
                 _INVALID_REQUEST,
                 f"acknowledgement batch {first_o}-{last_o} has {nt} types for {last_o - first_o + 1} offsets",
             )
-        vec_reserve(tbuf, tbuf.n + nt)
-        tp = (<uint8_t *>tbuf.data) + tbuf.n
+        vec_reserve(type_buffer, type_buffer.n + nt)
+        types = (<uint8_t *>type_buffer.data) + type_buffer.n
         for j in range(nt):
             # Borrowed: no reference counting on the shared small ints in this loop.
-            tob = _tuple_get_borrowed(<PyObject *>tt, j)
+            type_object = _tuple_get_borrowed(<PyObject *>types_tuple, j)
             # CPython hands out one shared object per small int, so an identity match is exact;
             # any other int object (a big one, an int built some other way) takes the next test.
-            if tob == _P_ACCEPT:
-                tv = T_ACCEPT
-            elif tob == _P_RELEASE:
-                tv = T_RELEASE
-            elif tob == _P_REJECT:
-                tv = T_REJECT
-            elif _long_check_exact(tob):
+            if type_object == _P_ACCEPT:
+                type_id = T_ACCEPT
+            elif type_object == _P_RELEASE:
+                type_id = T_RELEASE
+            elif type_object == _P_REJECT:
+                type_id = T_REJECT
+            elif _long_check_exact(type_object):
                 overflow = 0
-                tv = _long_as_long_ovf(tob, &overflow)
-                if overflow or tv < 0 or tv > 4:
-                    to = <object>tob
+                type_id = _long_as_long_ovf(type_object, &overflow)
+                if overflow or type_id < 0 or type_id > 4:
+                    to = <object>type_object
                     raise ShareError(_INVALID_REQUEST, f"unknown acknowledge type {to!r}")
             else:
-                to = <object>tob
+                to = <object>type_object
                 if not isinstance(to, int) or isinstance(to, bool) or not 0 <= to <= 4:
                     raise ShareError(_INVALID_REQUEST, f"unknown acknowledge type {to!r}")
-                tv = int(to)
-            tp[j] = <uint8_t>tv
-        pp = pl + idx
-        pp.first = first
-        pp.last = last
-        pp.idx = idx
-        pp.toff = tbuf.n
-        pp.nt = nt
-        tbuf.n += nt
-        plan.n = idx + 1
+                type_id = int(to)
+            types[j] = <uint8_t>type_id
+        plan = plans + idx
+        plan.first = first
+        plan.last = last
+        plan.idx = idx
+        plan.toff = type_buffer.n
+        plan.nt = nt
+        type_buffer.n += nt
+        plan_buffer.n = idx + 1
         prev_last = last
         prev_last_o = last_o
         prev_fast = fast

@@ -15,12 +15,13 @@ cdef struct FetchedBatchHeader:  # one fetched producer batch header: base and l
 cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_ms, fetch_offset, batch_size,
                      aborted_transactions, read_committed):
     """`InFlightTracker.acquire` (see its docstring)."""
-    cdef Vec fb, runs
-    cdef FetchedBatchHeader *fbp
+    cdef Vec header_buffer, runs
+    cdef FetchedBatchHeader *headers
     cdef Py_ssize_t nfetched, j, i
-    cdef int64_t base, blast, prev_last, first_base, maxr, bsz, fo, deadline, lo, hi, a, b, size, cap
+    cdef int64_t base, blast, prev_last, first_base, max_records_c, batch_size_c, fetch_offset_c, deadline
+    cdef int64_t lo, hi, a, b, size, cap
     cdef int64_t acquired, got, cursor, hole_first, hole_last, allowance
-    cdef int32_t m
+    cdef int32_t owner
     cdef int limit, throttle, shift
     cdef bint stop, throttled, overlapped
     cdef list entries, result
@@ -29,7 +30,7 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
     if not isinstance(member_id, str) or not member_id:
         raise ShareError(_INVALID_REQUEST, "member id must be a non-empty string")
     nfetched = len(fetched)
-    vec_init(&fb, sizeof(FetchedBatchHeader))
+    vec_init(&header_buffer, sizeof(FetchedBatchHeader))
     vec_init(&runs, sizeof(ARun))
     try:
         prev_last = -1
@@ -44,30 +45,30 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                 raise ShareError(_INVALID_REQUEST,
                                  f"fetched batches must be ascending, disjoint and non-empty: {tuple(bo)!r}")
             prev_last = blast
-            if fb.n == fb.cap:
-                vec_reserve(&fb, fb.n + 1)
-            fbp = (<FetchedBatchHeader *>fb.data) + fb.n
-            fbp.base = base
-            fbp.last = blast
-            fb.n += 1
+            if header_buffer.n == header_buffer.cap:
+                vec_reserve(&header_buffer, header_buffer.n + 1)
+            headers = (<FetchedBatchHeader *>header_buffer.data) + header_buffer.n
+            headers.base = base
+            headers.last = blast
+            header_buffer.n += 1
         if max_records <= 0 or nfetched == 0:
             return []
         if batch_size < 0:
             raise ShareError(_INVALID_REQUEST, f"batch size {batch_size} is negative")
-        if fb.n == 0:  # only a sequence whose length lies gets here
+        if header_buffer.n == 0:  # only a sequence whose length lies gets here
             return []
-        nfetched = fb.n
-        fbp = <FetchedBatchHeader *>fb.data
-        maxr = _clamp_i64(max_records)
-        bsz = _clamp_i64(batch_size)
-        fo = _clamp_i64(fetch_offset)
-        first_base = fbp[0].base
-        if 0 <= fo < first_base:
-            self._archive(max(fo, self._spso), first_base - 1, AVAILABLE, False)
-        m = self._member(member_id)
+        nfetched = header_buffer.n
+        headers = <FetchedBatchHeader *>header_buffer.data
+        max_records_c = _clamp_i64(max_records)
+        batch_size_c = _clamp_i64(batch_size)
+        fetch_offset_c = _clamp_i64(fetch_offset)
+        first_base = headers[0].base
+        if 0 <= fetch_offset_c < first_base:
+            self._archive(max(fetch_offset_c, self._spso), first_base - 1, AVAILABLE, False)
+        owner = self._member(member_id)
         deadline = _sat_add(now_ms, self._lock_ms)
         lo = max(first_base, self._spso)
-        hi = fbp[nfetched - 1].last
+        hi = headers[nfetched - 1].last
         acquired = 0
         stop = False
         limit = self._limit
@@ -77,7 +78,7 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
             entries = self._entries
             cursor = lo  # the lowest fetched offset not yet walked past
             overlapped = False
-            while i < PyList_GET_SIZE(entries) and not stop and acquired < maxr:
+            while i < PyList_GET_SIZE(entries) and not stop and acquired < max_records_c:
                 e = <_Entry>PyList_GET_ITEM(entries, i)
                 if e.first > hi:
                     break
@@ -86,10 +87,10 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                     # Persisted-gap window: the hole before this entry is acquirable (never past it).
                     hole_first = max(cursor, self._gap_start)
                     if hole_first < e.first:
-                        acquired += _acquire_new(self, fbp, nfetched, hole_first, e.first - 1, m, deadline,
-                                                      &runs, maxr - acquired, bsz)
+                        acquired += _acquire_new(self, headers, nfetched, hole_first, e.first - 1, owner, deadline,
+                                                      &runs, max_records_c - acquired, batch_size_c)
                         i = self._index_from(e.first)
-                        if acquired >= maxr:
+                        if acquired >= max_records_c:
                             break
                 cursor = e.last + 1
                 a = max(e.first, lo)
@@ -109,13 +110,13 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                     else:
                         cap = size
                     if self._record_limit:
-                        cap = min(cap, maxr - acquired)
+                        cap = min(cap, max_records_c - acquired)
                     if a == e.first and b == e.last and cap >= size and not (
                         throttled and e.delivery_count == limit - 1 and limit > 2 and size > 1
                     ):
-                        self._bset(e, ACQUIRED)
+                        self._set_state(e, ACQUIRED)
                         e.delivery_count = min(e.delivery_count + 1, MAX_DELIVERY_COUNT)
-                        e.member = m
+                        e.member = owner
                         e.deadline = deadline
                         lock_heap_push(&self._locks, deadline, e.first)
                         add_acquired_run(&runs, e.first, e.last, e.delivery_count, True)
@@ -125,22 +126,22 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                         i += 1
                         continue
                     e.split_per_offset()
-                got = _acquire_offsets(self, e, a, b, m, deadline, &runs, acquired, maxr, &stop)
+                got = _acquire_offsets(self, e, a, b, owner, deadline, &runs, acquired, max_records_c, &stop)
                 acquired += got
                 i += 1
-            if not stop and acquired < maxr:
+            if not stop and acquired < max_records_c:
                 # A fetch that overlaps no entry may fill a hole below the SPEO; a fetch that overlaps
                 # entries leaves the holes between them alone, except persisted-gap holes.
                 if self._gap_end >= 0 or not overlapped:
                     hole_first = max(cursor, self._gap_start) if self._gap_end >= 0 else cursor
                     hole_last = min(hi, self._speo - 1)
                     if hole_first <= hole_last:
-                        acquired += _acquire_new(self, fbp, nfetched, hole_first, hole_last, m, deadline,
-                                                      &runs, maxr - acquired, bsz)
-                if acquired < maxr and hi >= self._speo:
+                        acquired += _acquire_new(self, headers, nfetched, hole_first, hole_last, owner, deadline,
+                                                      &runs, max_records_c - acquired, batch_size_c)
+                if acquired < max_records_c and hi >= self._speo:
                     allowance = self._max_locks - (self._speo - self._spso)
-                    acquired += _acquire_new(self, fbp, nfetched, max(cursor, self._speo), hi, m, deadline,
-                                                  &runs, min(maxr - acquired, allowance), bsz)
+                    acquired += _acquire_new(self, headers, nfetched, max(cursor, self._speo), hi, owner, deadline,
+                                                  &runs, min(max_records_c - acquired, allowance), batch_size_c)
         if runs.n and self._gap_end >= 0:
             self._gap_start = max(self._gap_start, (<ARun *>runs.data)[runs.n - 1].last + 1)
         if read_committed and runs.n:
@@ -149,16 +150,17 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
         result = _steal(_list_new(runs.n))
         r = <ARun *>runs.data
         for j in range(runs.n):
-            ar = _new_namedtuple3(_TP_ACQUIRED_RECORDS, r[j].first, r[j].last, r[j].delivery_count, True)
-            Py_INCREF(ar)
-            _list_set(<PyObject *>result, j, <PyObject *>ar)
+            acquired_records = _new_namedtuple3(_TP_ACQUIRED_RECORDS, r[j].first, r[j].last, r[j].delivery_count, True)
+            Py_INCREF(acquired_records)
+            _list_set(<PyObject *>result, j, <PyObject *>acquired_records)
         return result
     finally:
-        vec_free(&fb)
+        vec_free(&header_buffer)
         vec_free(&runs)
 
 
-cdef int64_t _acquire_offsets(InFlightTracker self, _Entry e, int64_t a, int64_t b, int32_t m, int64_t deadline, Vec *runs,
+cdef int64_t _acquire_offsets(InFlightTracker self, _Entry e, int64_t a, int64_t b, int32_t owner, int64_t deadline,
+                              Vec *runs,
                               int64_t acquired, int64_t max_records, bint *stop_out) except -1:
     """Acquire the AVAILABLE offsets of split entry `e` in [a, b]; returns the count, sets *stop_out."""
     cdef uint8_t *offset_states = e.offset_states
@@ -203,7 +205,7 @@ cdef int64_t _acquire_offsets(InFlightTracker self, _Entry e, int64_t a, int64_t
         delivery_count = min(delivery_count + 1, MAX_DELIVERY_COUNT)
         offset_states[k] = ACQUIRED
         offset_delivery_counts[k] = <uint8_t>delivery_count
-        e.offset_members[k] = m
+        e.offset_members[k] = owner
         e.offset_deadlines[k] = deadline
         add_acquired_run(runs, f + k, f + k, delivery_count, True)
         got += 1
@@ -216,7 +218,8 @@ cdef int64_t _acquire_offsets(InFlightTracker self, _Entry e, int64_t a, int64_t
     return got
 
 
-cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_ssize_t n, int64_t from_offset, int64_t to_offset, int32_t m,
+cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_ssize_t n, int64_t from_offset,
+                          int64_t to_offset, int32_t owner,
                           int64_t deadline, Vec *runs, int64_t budget, int64_t batch_size) except -1:
     """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
 
@@ -281,13 +284,13 @@ cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_
                     for k in range(<Py_ssize_t>take):
                         e.offset_states[k] = ACQUIRED
                         e.offset_delivery_counts[k] = 1
-                        e.offset_members[k] = m
+                        e.offset_members[k] = owner
                         e.offset_deadlines[k] = deadline
                     lock_heap_push(&self._locks, deadline, first)
                     add_acquired_run(runs, first, first + take - 1, 1, merge)
                     acquired += take
             else:
-                e = _new_entry(first, seg_last, ACQUIRED, 1, m, deadline)
+                e = _new_entry(first, seg_last, ACQUIRED, 1, owner, deadline)
                 lock_heap_push(&self._locks, deadline, first)
                 add_acquired_run(runs, first, seg_last, 1, merge)
                 acquired += size
@@ -308,7 +311,7 @@ cdef int _archive_aborted(InFlightTracker self, fetched, aborted, Vec *runs) exc
     cdef Vec cut, new_runs
     cdef Range *cp
     cdef ARun *rp
-    cdef Py_ssize_t ci, cj, ri, p, npending
+    cdef Py_ssize_t ci, cj, allowed_index, p, npending
     cdef int64_t first, last, delivery_count, pos, c0, c1, lo, hi
     pending = sorted((int(t[1]), int(t[0])) for t in aborted)  # (first_offset, producer_id)
     npending = len(pending)
@@ -334,8 +337,8 @@ cdef int _archive_aborted(InFlightTracker self, fetched, aborted, Vec *runs) exc
             return 0
         cp = <Range *>cut.data
         ci = 0
-        for ri in range(runs.n):
-            rp = (<ARun *>runs.data) + ri
+        for allowed_index in range(runs.n):
+            rp = (<ARun *>runs.data) + allowed_index
             first = rp.first
             last = rp.last
             delivery_count = rp.delivery_count

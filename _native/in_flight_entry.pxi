@@ -22,8 +22,8 @@ cdef class _Entry:
     cdef uint8_t *offset_states
     cdef uint8_t *offset_flags
     cdef uint8_t *offset_delivery_counts
-    # Split entries only: `terminal_count` counts terminal offsets; the first `settled_count` offsets are terminal and not
-    # awaiting a write, so they never change again (extended lazily; it only grows).
+    # Split entries only: `terminal_count` counts terminal offsets; the first `settled_count` offsets are
+    # terminal and not awaiting a write, so they never change again (extended lazily; it only grows).
     cdef Py_ssize_t terminal_count
     cdef Py_ssize_t settled_count
 
@@ -102,7 +102,8 @@ cdef class _Entry:
         return True
 
 
-cdef inline _Entry _new_entry(int64_t first, int64_t last, int state, int delivery_count, int32_t member, int64_t deadline):
+cdef inline _Entry _new_entry(int64_t first, int64_t last, int state, int delivery_count, int32_t member,
+                              int64_t deadline):
     cdef _Entry e = _Entry.__new__(_Entry)
     e.first = first
     e.last = last
@@ -124,7 +125,7 @@ cdef inline _Entry _new_entry(int64_t first, int64_t last, int state, int delive
 cdef class _Transition:
     """A pending two-phase change: the owner and the offset ranges marked in transition."""
 
-    cdef int32_t m
+    cdef int32_t owner
     cdef Range *ranges  # points at `one` when there is a single range
     cdef Py_ssize_t n
     cdef Range one

@@ -21,7 +21,8 @@ cdef object _check_invariants(InFlightTracker self):
     for k in range(self._locks.n):
         for c in (2 * k + 1, 2 * k + 2):
             if c < self._locks.n and (self._locks.items[c].deadline < self._locks.items[k].deadline or (
-                    self._locks.items[c].deadline == self._locks.items[k].deadline and self._locks.items[c].first < self._locks.items[k].first)):
+                    self._locks.items[c].deadline == self._locks.items[k].deadline
+                    and self._locks.items[c].first < self._locks.items[k].first)):
                 raise AssertionError("lock heap order is broken")
         d = self._locks.items[k].deadline
         f = self._locks.items[k].first
@@ -38,13 +39,16 @@ cdef object _check_invariants(InFlightTracker self):
         prev_last = e.last
         n = <Py_ssize_t>(e.last - e.first + 1)
         if e.offset_states == NULL:
-            if e.offset_deadlines != NULL or e.offset_members != NULL or e.offset_flags != NULL or e.offset_delivery_counts != NULL:
+            if (e.offset_deadlines != NULL or e.offset_members != NULL or e.offset_flags != NULL
+                    or e.offset_delivery_counts != NULL):
                 raise AssertionError("batch-level entry holds per-offset arrays")
             recs = [(e.first, e.state, e.flags, e.delivery_count, e.member, e.deadline)]
         else:
-            if e.offset_deadlines == NULL or e.offset_members == NULL or e.offset_flags == NULL or e.offset_delivery_counts == NULL:
+            if (e.offset_deadlines == NULL or e.offset_members == NULL or e.offset_flags == NULL
+                    or e.offset_delivery_counts == NULL):
                 raise AssertionError("split entry lacks per-offset arrays")
-            recs = [(e.first + k, e.offset_states[k], e.offset_flags[k], e.offset_delivery_counts[k], e.offset_members[k], e.offset_deadlines[k])
+            recs = [(e.first + k, e.offset_states[k], e.offset_flags[k], e.offset_delivery_counts[k],
+                     e.offset_members[k], e.offset_deadlines[k])
                     for k in range(n)]
             if e.terminal_count != sum(1 for r in recs if r[1] in (ACKNOWLEDGED, ARCHIVED)):
                 raise AssertionError(f"entry {e.first}-{e.last}: terminal count {e.terminal_count} is stale")
@@ -79,8 +83,8 @@ cdef object _check_invariants(InFlightTracker self):
     # Every flagged record belongs to a pending transition.
     for t in self._transitions.values():
         tr = <_Transition>t
-        if not 0 < tr.m < nmembers:
-            raise AssertionError(tr.m)
+        if not 0 < tr.owner < nmembers:
+            raise AssertionError(tr.owner)
         for k in range(tr.n):
             if not tr.ranges[k].a <= tr.ranges[k].b:
                 raise AssertionError((tr.ranges[k].a, tr.ranges[k].b))

@@ -15,93 +15,93 @@ cdef str _not_acquired_message(int64_t offset, int state, int flags):
 @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
 cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms):
     """`InFlightTracker.begin_acknowledge` (see its docstring)."""
-    cdef int32_t m
-    cdef PyObject *mp
-    cdef Vec plan, tbuf, out, ranges
-    cdef Plan *pl
-    cdef Plan *pp
-    cdef uint8_t *tp
+    cdef int32_t owner
+    cdef PyObject *owner_ref
+    cdef Vec plan_buffer, type_buffer, out, ranges
+    cdef Plan *plans
+    cdef Plan *plan
+    cdef uint8_t *types
     cdef Py_ssize_t nb, nt, i, k, k0, k1, pi
     cdef int64_t first, last, spso, speo, a, lo, hi, deadline
     cdef int single, t, tk, s
     cdef bint renewed
     cdef _Entry e
     cdef list entries
-    cdef uint8_t *es
-    cdef uint8_t *ef
-    cdef int32_t *em
-    cdef uint8_t *edc
-    cdef uint8_t *ttp
-    cdef int64_t f0, off, run_first = 0, run_last = 0, rng_a = 0, rng_b = 0
+    cdef uint8_t *states
+    cdef uint8_t *in_transition
+    cdef int32_t *owners
+    cdef uint8_t *delivery_counts
+    cdef uint8_t *offset_types
+    cdef int64_t entry_first, off, run_first = 0, run_last = 0, range_first = 0, range_last = 0
     cdef int run_state = 0, run_delivery_count = 0, delivery_count, limit = self._limit
-    cdef bint run_ok = False, rng_ok = False
-    cdef Py_ssize_t dterm
+    cdef bint run_open = False, range_open = False
+    cdef Py_ssize_t terminal_change
     if isinstance(member_id, str) and member_id:
-        mp = PyDict_GetItem(self._member_index, member_id)
-        m = <int32_t>(<object>mp) if mp != NULL else -1
+        owner_ref = PyDict_GetItem(self._member_index, member_id)
+        owner = <int32_t>(<object>owner_ref) if owner_ref != NULL else -1
     else:
-        m = -1
+        owner = -1
     # A list or tuple is read in place (bounds-checked: Python code such as an odd int's __index__
     # could in principle shrink a list meanwhile); anything else is read once into a tuple.
     seq = batches if (type(batches) is list or type(batches) is tuple) else tuple(batches)
     nb = len(seq)
-    vec_init(&plan, sizeof(Plan))
-    vec_init(&tbuf, 1)
+    vec_init(&plan_buffer, sizeof(Plan))
+    vec_init(&type_buffer, 1)
     vec_init(&out, sizeof(Run))
     vec_init(&ranges, sizeof(Range))
     try:
         # ---- the request checks Kafka's broker makes before the leader sees the batches (INVALID_REQUEST)
-        parse_acknowledgement_request(seq, nb, &plan, &tbuf)
-        pl = <Plan *>plan.data
+        parse_acknowledgement_request(seq, nb, &plan_buffer, &type_buffer)
+        plans = <Plan *>plan_buffer.data
         # ---- the leader's checks: every record in the window must be ACQUIRED by this member
         spso = self._spso
         speo = self._speo
         entries = self._entries
-        for pi in range(plan.n):
-            pp = pl + pi
-            if pp.last < spso:
+        for pi in range(plan_buffer.n):
+            plan = plans + pi
+            if plan.last < spso:
                 continue
-            if pp.last >= speo:
-                ab = seq[pp.idx]
+            if plan.last >= speo:
+                ab = seq[plan.idx]
                 raise ShareError(
                     _INVALID_REQUEST,
                     f"acknowledgement of offsets {ab[0]}-{ab[1]} goes past the in-flight window ending at {speo - 1}",
                 )
-            a = max(pp.first, spso)
+            a = max(plan.first, spso)
             i = self._bisect_right(a) - 1
             if i < 0 or (<_Entry>PyList_GET_ITEM(entries, i)).last < a:
                 raise ShareError(_INVALID_RECORD_STATE, f"no in-flight batch holds offset {a}")
             while i < PyList_GET_SIZE(entries):
                 e = <_Entry>PyList_GET_ITEM(entries, i)
-                if e.first > pp.last:
+                if e.first > plan.last:
                     break
                 lo = max(e.first, a)
-                hi = min(e.last, pp.last)
+                hi = min(e.last, plan.last)
                 if e.offset_states == NULL:
-                    if e.state != ACQUIRED or e.flags or e.member != m:
+                    if e.state != ACQUIRED or e.flags or e.member != owner:
                         raise ShareError(_INVALID_RECORD_STATE, _not_acquired_message(lo, e.state, e.flags))
                 else:
-                    es = e.offset_states
-                    ef = e.offset_flags
-                    em = e.offset_members
+                    states = e.offset_states
+                    in_transition = e.offset_flags
+                    owners = e.offset_members
                     for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
-                        if es[k] != ACQUIRED or ef[k] or em[k] != m:
+                        if states[k] != ACQUIRED or in_transition[k] or owners[k] != owner:
                             raise ShareError(_INVALID_RECORD_STATE,
-                                             _not_acquired_message(e.first + k, es[k], ef[k]))
+                                             _not_acquired_message(e.first + k, states[k], in_transition[k]))
                 i += 1
         # ---- validated: apply. From here on nothing can fail but memory.
         deadline = _sat_add(now_ms, self._lock_ms)
-        for pi in range(plan.n):
-            pp = pl + pi
-            if pp.last < spso:
+        for pi in range(plan_buffer.n):
+            plan = plans + pi
+            if plan.last < spso:
                 continue
-            first = pp.first
-            last = pp.last
+            first = plan.first
+            last = plan.last
             a = max(first, spso)
             i = self._bisect_right(a) - 1
-            tp = (<uint8_t *>tbuf.data) + pp.toff
-            nt = pp.nt
-            single = tp[0] if nt == 1 else -1
+            types = (<uint8_t *>type_buffer.data) + plan.toff
+            nt = plan.nt
+            single = types[0] if nt == 1 else -1
             while i < PyList_GET_SIZE(entries):
                 e = <_Entry>PyList_GET_ITEM(entries, i)
                 if e.first > last:
@@ -112,9 +112,9 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
                 if t < 0:
                     k0 = <Py_ssize_t>(lo - first)
                     k1 = <Py_ssize_t>(hi - first)
-                    t = tp[k0]
+                    t = types[k0]
                     for k in range(k0 + 1, k1 + 1):
-                        if tp[k] != t:
+                        if types[k] != t:
                             t = -1
                             break
                 if e.offset_states == NULL and t >= 0 and lo == e.first and hi == e.last:
@@ -122,99 +122,100 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
                         e.deadline = deadline
                         lock_heap_push(&self._locks, deadline, e.first)
                     else:
-                        self._bset(e, self._ack_target(t, e.delivery_count))
+                        self._set_state(e, self._ack_target(t, e.delivery_count))
                         e.flags = IN_TRANSITION
                         e.member = 0
                         # add_run / add_range through the pending run and range (see below)
-                        if run_ok and run_last + 1 == lo and run_state == e.state and run_delivery_count == e.delivery_count:
+                        if (run_open and run_last + 1 == lo and run_state == e.state
+                                and run_delivery_count == e.delivery_count):
                             run_last = hi
                         else:
-                            if run_ok:
+                            if run_open:
                                 add_run(&out, run_first, run_last, run_state, run_delivery_count)
                             run_first = lo
                             run_last = hi
                             run_state = e.state
                             run_delivery_count = e.delivery_count
-                            run_ok = True
-                        if rng_ok and rng_b + 1 == lo:
-                            rng_b = hi
+                            run_open = True
+                        if range_open and range_last + 1 == lo:
+                            range_last = hi
                         else:
-                            if rng_ok:
-                                add_range(&ranges, rng_a, rng_b)
-                            rng_a = lo
-                            rng_b = hi
-                            rng_ok = True
+                            if range_open:
+                                add_range(&ranges, range_first, range_last)
+                            range_first = lo
+                            range_last = hi
+                            range_open = True
                     i += 1
                     continue
                 e.split_per_offset()
                 renewed = False
-                es = e.offset_states
-                ef = e.offset_flags
-                em = e.offset_members
-                edc = e.offset_delivery_counts
-                f0 = e.first
-                ttp = tp + (f0 - first)  # the type of offset f0 + k is ttp[k]
-                dterm = 0
+                states = e.offset_states
+                in_transition = e.offset_flags
+                owners = e.offset_members
+                delivery_counts = e.offset_delivery_counts
+                entry_first = e.first
+                offset_types = types + (entry_first - first)  # the type of offset entry_first + k is offset_types[k]
+                terminal_change = 0
                 # Per offset: no call, no allocation. The last state run and the last range stay in
                 # locals and reach `out` / `ranges` only when a record breaks them, which is what
                 # add_run / add_range produce when called once per offset (as the pure twin does).
-                for k in range(<Py_ssize_t>(lo - f0), <Py_ssize_t>(hi - f0 + 1)):
-                    tk = t if t >= 0 else ttp[k]
+                for k in range(<Py_ssize_t>(lo - entry_first), <Py_ssize_t>(hi - entry_first + 1)):
+                    tk = t if t >= 0 else offset_types[k]
                     if tk == T_RENEW:
                         e.offset_deadlines[k] = deadline
                         renewed = True
                         continue
-                    delivery_count = edc[k]
+                    delivery_count = delivery_counts[k]
                     if tk == T_ACCEPT:
                         s = ACKNOWLEDGED
                     elif tk == T_RELEASE and delivery_count < limit:
                         s = AVAILABLE
                     else:
                         s = ARCHIVED  # REJECT, GAP, or RELEASE at the delivery limit
-                    dterm += <Py_ssize_t>_terminal(s) - <Py_ssize_t>_terminal(es[k])
-                    es[k] = <uint8_t>s
-                    ef[k] = IN_TRANSITION
-                    em[k] = 0
-                    off = f0 + k
-                    if run_ok and run_last + 1 == off and run_state == s and run_delivery_count == delivery_count:
+                    terminal_change += <Py_ssize_t>_terminal(s) - <Py_ssize_t>_terminal(states[k])
+                    states[k] = <uint8_t>s
+                    in_transition[k] = IN_TRANSITION
+                    owners[k] = 0
+                    off = entry_first + k
+                    if run_open and run_last + 1 == off and run_state == s and run_delivery_count == delivery_count:
                         run_last = off
                     else:
-                        if run_ok:
+                        if run_open:
                             add_run(&out, run_first, run_last, run_state, run_delivery_count)
                         run_first = off
                         run_last = off
                         run_state = s
                         run_delivery_count = delivery_count
-                        run_ok = True
-                    if rng_ok and rng_b + 1 == off:
-                        rng_b = off
+                        run_open = True
+                    if range_open and range_last + 1 == off:
+                        range_last = off
                     else:
-                        if rng_ok:
-                            add_range(&ranges, rng_a, rng_b)
-                        rng_a = off
-                        rng_b = off
-                        rng_ok = True
-                e.terminal_count += dterm
-                self._terminal_total += dterm
+                        if range_open:
+                            add_range(&ranges, range_first, range_last)
+                        range_first = off
+                        range_last = off
+                        range_open = True
+                e.terminal_count += terminal_change
+                self._terminal_total += terminal_change
                 if renewed:
                     lock_heap_push(&self._locks, deadline, e.first)
                 i += 1
-        if run_ok:
+        if run_open:
             add_run(&out, run_first, run_last, run_state, run_delivery_count)
-        if rng_ok:
-            add_range(&ranges, rng_a, rng_b)
-        return self._pending(m, &ranges, _state_batch_list(&out))
+        if range_open:
+            add_range(&ranges, range_first, range_last)
+        return self._pending(owner, &ranges, _state_batch_list(&out))
     finally:
-        vec_free(&plan)
-        vec_free(&tbuf)
+        vec_free(&plan_buffer)
+        vec_free(&type_buffer)
         vec_free(&out)
         vec_free(&ranges)
 
 
 cdef object _begin_release(InFlightTracker self, member_id, now_ms):
     """`InFlightTracker.begin_release` (see its docstring)."""
-    cdef int32_t m
-    cdef PyObject *mp
+    cdef int32_t owner
+    cdef PyObject *owner_ref
     cdef Vec out, ranges
     cdef int64_t spso, off
     cdef int limit = self._limit, s
@@ -222,22 +223,22 @@ cdef object _begin_release(InFlightTracker self, member_id, now_ms):
     cdef list entries = self._entries
     cdef _Entry e
     if isinstance(member_id, str) and member_id:
-        mp = PyDict_GetItem(self._member_index, member_id)
-        m = <int32_t>(<object>mp) if mp != NULL else -1
+        owner_ref = PyDict_GetItem(self._member_index, member_id)
+        owner = <int32_t>(<object>owner_ref) if owner_ref != NULL else -1
     else:
-        m = -1
+        owner = -1
     vec_init(&out, sizeof(Run))
     vec_init(&ranges, sizeof(Range))
     try:
-        if m > 0:
+        if owner > 0:
             spso = self._spso
             for i in range(PyList_GET_SIZE(entries)):
                 e = <_Entry>PyList_GET_ITEM(entries, i)
                 if e.offset_states == NULL:
-                    if e.state != ACQUIRED or e.flags or e.member != m:
+                    if e.state != ACQUIRED or e.flags or e.member != owner:
                         continue
                     if e.first >= spso or e.delivery_count >= limit:
-                        self._bset(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
+                        self._set_state(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
                         e.flags = IN_TRANSITION
                         e.member = 0
                         add_run(&out, e.first, e.last, e.state, e.delivery_count)
@@ -246,16 +247,16 @@ cdef object _begin_release(InFlightTracker self, member_id, now_ms):
                     e.split_per_offset()
                 n = <Py_ssize_t>(e.last - e.first + 1)
                 for k in range(n):
-                    if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != m:
+                    if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != owner:
                         continue
                     off = e.first + k
                     s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or off < spso) else AVAILABLE
-                    self._oset(e, k, s)
+                    self._set_offset_state(e, k, s)
                     e.offset_flags[k] = IN_TRANSITION
                     e.offset_members[k] = 0
                     add_run(&out, off, off, s, e.offset_delivery_counts[k])
                     add_range(&ranges, off, off)
-        return self._pending(m, &ranges, _state_batch_list(&out))
+        return self._pending(owner, &ranges, _state_batch_list(&out))
     finally:
         vec_free(&out)
         vec_free(&ranges)
@@ -266,9 +267,10 @@ cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
     cdef _Transition tr
     cdef bint commit
     cdef int64_t now = 0, spso, a, b, lo, hi, d, earliest
-    cdef int limit
-    cdef int32_t m
-    cdef Py_ssize_t ri, i, k, nentries
+    cdef int limit, expired_state
+    cdef bint at_limit_or_below
+    cdef int32_t owner
+    cdef Py_ssize_t allowed_index, i, k, nentries
     cdef list entries
     cdef _Entry e
     t = self._transitions.pop(transition_id, None)
@@ -278,14 +280,14 @@ cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
     commit = bool(committed)
     if not commit:
         now = now_ms
-    m = tr.m
+    owner = tr.owner
     spso = self._spso
     limit = self._limit
     entries = self._entries
     nentries = PyList_GET_SIZE(entries)
-    for ri in range(tr.n):
-        a = tr.ranges[ri].a
-        b = tr.ranges[ri].b
+    for allowed_index in range(tr.n):
+        a = tr.ranges[allowed_index].a
+        b = tr.ranges[allowed_index].b
         for i in range(self._index_from(a), nentries):
             e = <_Entry>PyList_GET_ITEM(entries, i)
             if e.first > b:
@@ -301,15 +303,15 @@ cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
                         continue
                     if e.deadline > now:
                         e.flags = 0
-                        self._bset(e, ACQUIRED)
-                        e.member = m
+                        self._set_state(e, ACQUIRED)
+                        e.member = owner
                         # The lock may have been popped by an expiry pass that ran "later" than
                         # now_ms; a fresh heap item guarantees the record still expires.
                         lock_heap_push(&self._locks, e.deadline, e.first)
                         continue
                     if e.first >= spso or e.delivery_count >= limit:
                         e.flags = 0
-                        self._bset(e, ARCHIVED if e.delivery_count >= limit else AVAILABLE)
+                        self._set_state(e, ARCHIVED if e.delivery_count >= limit else AVAILABLE)
                         e.member = 0
                         continue
                 e.split_per_offset()  # straddles the SPSO: offsets below it archive, the rest do not
@@ -322,11 +324,13 @@ cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
                     continue
                 d = e.offset_deadlines[k]
                 if d <= now:
-                    self._oset(e, k, ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE)
+                    at_limit_or_below = e.offset_delivery_counts[k] >= limit or e.first + k < spso
+                    expired_state = ARCHIVED if at_limit_or_below else AVAILABLE
+                    self._set_offset_state(e, k, expired_state)
                     e.offset_members[k] = 0
                 else:
-                    self._oset(e, k, ACQUIRED)
-                    e.offset_members[k] = m
+                    self._set_offset_state(e, k, ACQUIRED)
+                    e.offset_members[k] = owner
                     if earliest < 0 or d < earliest:
                         earliest = d
             if earliest >= 0:
@@ -363,7 +367,7 @@ cdef object _expire_locks(InFlightTracker self, now_ms):
                 if e.state != ACQUIRED or e.flags or e.deadline > now:
                     continue
                 if e.first >= spso or e.delivery_count >= limit:
-                    self._bset(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
+                    self._set_state(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
                     e.member = 0
                     push_raw_run(&out, e.first, e.last, e.state, e.delivery_count)
                     count += e.last - e.first + 1
@@ -373,12 +377,13 @@ cdef object _expire_locks(InFlightTracker self, now_ms):
             for k in range(n):
                 if e.offset_states[k] == ACQUIRED and not e.offset_flags[k] and e.offset_deadlines[k] <= now:
                     s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE
-                    self._oset(e, k, s)
+                    self._set_offset_state(e, k, s)
                     e.offset_members[k] = 0
                     push_raw_run(&out, e.first + k, e.first + k, s, e.offset_delivery_counts[k])
                     count += 1
         if out.n == 0:
-            return 0, _new_namedtuple4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
+            return 0, _new_namedtuple4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso),
+                                       False)
         # Offsets in `out` are distinct, so ordering by first offset is the pure twin's list sort.
         qsort(out.data, out.n, sizeof(Run), _cmp_run_first)
         rp = <Run *>out.data

@@ -78,8 +78,8 @@ cdef object _RecordView = RecordView
 cdef object _FetchedBatch = FetchedBatch
 cdef object _AcknowledgementBatch = AcknowledgementBatch
 
-# `_new_namedtuple3` / `_new_namedtuple4` build these namedtuples the way `tuple.__new__` does, without their Python-level
-# __new__. That is only the same thing while they are plain namedtuples: tuple layout, no extra slots,
+# `_new_namedtuple3` / `_new_namedtuple4` build these namedtuples the way `tuple.__new__` does, without their
+# Python-level __new__. That is only the same thing while they are plain namedtuples: tuple layout, no extra slots,
 # the field count below. Refuse to load otherwise rather than build objects their class would not build.
 for _cls, _nfields in ((AcquiredRecords, 3), (StateBatch, 4), (TrackerWrite, 4), (RecordView, 3)):
     if not (issubclass(_cls, tuple) and _cls.__basicsize__ == tuple.__basicsize__
@@ -285,7 +285,7 @@ cdef class InFlightTracker:
             self._gap_end = pos
         self._advance()
 
-    cdef inline void _bset(self, _Entry e, int s) noexcept:
+    cdef inline void _set_state(self, _Entry e, int s) noexcept:
         """Set the state of batch-level entry `e`, keeping the terminal total exact."""
         if _terminal(s) != _terminal(e.state):
             if _terminal(s):
@@ -294,7 +294,7 @@ cdef class InFlightTracker:
                 self._terminal_total -= e.last - e.first + 1
         e.state = <uint8_t>s
 
-    cdef inline void _oset(self, _Entry e, Py_ssize_t k, int s) noexcept:
+    cdef inline void _set_offset_state(self, _Entry e, Py_ssize_t k, int s) noexcept:
         """Set the state of offset e.first + k of split entry `e`, keeping both terminal counts exact."""
         cdef Py_ssize_t d = <Py_ssize_t>_terminal(s) - <Py_ssize_t>_terminal(e.offset_states[k])
         e.terminal_count += d
@@ -303,23 +303,23 @@ cdef class InFlightTracker:
 
     cdef int32_t _member(self, member_id) except -1:
         cdef PyObject *p = PyDict_GetItem(self._member_index, member_id)
-        cdef int32_t m
+        cdef int32_t owner
         if p != NULL:
             return <int32_t>(<object>p)
-        m = <int32_t>len(self._member_names)
-        self._member_index[member_id] = m
+        owner = <int32_t>len(self._member_names)
+        self._member_index[member_id] = owner
         self._member_names.append(member_id)
-        return m
+        return owner
 
     cdef inline Py_ssize_t _bisect_right(self, int64_t offset) noexcept:
         """Number of entries whose first offset is <= `offset`. Runtime complexity: O(log entries)."""
-        cdef list es = self._entries
+        cdef list entries = self._entries
         cdef Py_ssize_t lo = 0
-        cdef Py_ssize_t hi = PyList_GET_SIZE(es)
+        cdef Py_ssize_t hi = PyList_GET_SIZE(entries)
         cdef Py_ssize_t mid
         while lo < hi:
             mid = (lo + hi) >> 1
-            if offset < (<_Entry>PyList_GET_ITEM(es, mid)).first:
+            if offset < (<_Entry>PyList_GET_ITEM(entries, mid)).first:
                 hi = mid
             else:
                 lo = mid + 1
@@ -384,9 +384,11 @@ cdef class InFlightTracker:
         if e.last < off:
             return None
         if e.offset_states == NULL:
-            return _new_namedtuple3(_TP_RECORD_VIEW, _RECORD_STATES[e.state], e.delivery_count, self._member_names[e.member], False)
+            return _new_namedtuple3(_TP_RECORD_VIEW, _RECORD_STATES[e.state], e.delivery_count,
+                                    self._member_names[e.member], False)
         k = <Py_ssize_t>(off - e.first)
-        return _new_namedtuple3(_TP_RECORD_VIEW, _RECORD_STATES[e.offset_states[k]], e.offset_delivery_counts[k], self._member_names[e.offset_members[k]], False)
+        return _new_namedtuple3(_TP_RECORD_VIEW, _RECORD_STATES[e.offset_states[k]], e.offset_delivery_counts[k],
+                                self._member_names[e.offset_members[k]], False)
 
     def state_batches(self):
         """The window [SPSO, SPEO) as minimal runs of (state, delivery count); ACQUIRED shows as 1."""
@@ -451,7 +453,8 @@ cdef class InFlightTracker:
         archived. Nothing is persisted: ACQUIRED is never written.
         Runtime complexity: O(fetched batches + entries touched + offsets of split entries touched).
         """
-        return _acquire(self, member_id, fetched, max_records, now_ms, fetch_offset, batch_size, aborted_transactions, read_committed)
+        return _acquire(self, member_id, fetched, max_records, now_ms, fetch_offset, batch_size, aborted_transactions,
+                        read_committed)
 
 
 
@@ -476,13 +479,13 @@ cdef class InFlightTracker:
             return ARCHIVED if delivery_count >= self._limit else AVAILABLE
         return ARCHIVED  # REJECT and GAP
 
-    cdef object _pending(self, int32_t m, Vec *ranges, list writes):
+    cdef object _pending(self, int32_t owner, Vec *ranges, list writes):
         cdef _Transition tr
         cdef int64_t tid, start
         if ranges.n == 0:
             return _new_namedtuple4(_TP_TRACKER_WRITE, 0, [], self._spso, self._count_terminal_from(self._spso), False)
         tr = _Transition.__new__(_Transition)
-        tr.m = m
+        tr.owner = owner
         if ranges.n == 1:
             tr.one = (<Range *>ranges.data)[0]
             tr.ranges = &tr.one
@@ -551,7 +554,7 @@ cdef class InFlightTracker:
                 if e.state != from_state or (e.flags and not pending_too):
                     continue
                 if lo == e.first and hi == e.last:
-                    self._bset(e, ARCHIVED)
+                    self._set_state(e, ARCHIVED)
                     e.flags = 0
                     e.member = 0
                     count += hi - lo + 1
@@ -559,7 +562,7 @@ cdef class InFlightTracker:
                 e.split_per_offset()
             for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
                 if e.offset_states[k] == from_state and (pending_too or not e.offset_flags[k]):
-                    self._oset(e, k, ARCHIVED)
+                    self._set_offset_state(e, k, ARCHIVED)
                     e.offset_flags[k] = 0
                     e.offset_members[k] = 0
                     count += 1
@@ -582,7 +585,7 @@ cdef class InFlightTracker:
 
     # ------------------------------------------------------------------ SPSO advance
 
-    cdef int64_t _scan_start(self, Range *allowed, Py_ssize_t nr) noexcept:
+    cdef int64_t _scan_start(self, Range *allowed, Py_ssize_t allowed_count) noexcept:
         """Where the SPSO lands after the leading run of terminal records (natural gaps skipped).
 
         Records awaiting a write stop the run, except those inside `allowed` (the ranges of the
@@ -591,7 +594,7 @@ cdef class InFlightTracker:
         cdef int64_t pos = self._spso, off
         cdef list entries = self._entries
         cdef Py_ssize_t i = self._index_from(pos)
-        cdef Py_ssize_t ri = 0, k, size
+        cdef Py_ssize_t allowed_index = 0, k, size
         cdef uint8_t s
         cdef _Entry e
         cdef int64_t hole
@@ -608,9 +611,10 @@ cdef class InFlightTracker:
                         pos = e.last + 1
                         i += 1
                         continue
-                    while ri < nr and allowed[ri].b < pos:
-                        ri += 1
-                    if ri < nr and allowed[ri].a <= pos and allowed[ri].b >= e.last:
+                    while allowed_index < allowed_count and allowed[allowed_index].b < pos:
+                        allowed_index += 1
+                    if (allowed_index < allowed_count and allowed[allowed_index].a <= pos
+                            and allowed[allowed_index].b >= e.last):
                         pos = e.last + 1
                         i += 1
                         continue
@@ -623,9 +627,9 @@ cdef class InFlightTracker:
                     return e.first + k
                 if e.offset_flags[k]:
                     off = e.first + k
-                    while ri < nr and allowed[ri].b < off:
-                        ri += 1
-                    if not (ri < nr and allowed[ri].a <= off):
+                    while allowed_index < allowed_count and allowed[allowed_index].b < off:
+                        allowed_index += 1
+                    if not (allowed_index < allowed_count and allowed[allowed_index].a <= off):
                         return off
                 k += 1
             pos = e.last + 1

@@ -6,7 +6,7 @@ of runs and ranges (the pure twin's lists, `sharegroup.tracker_buffers`), and sa
 
 cdef extern from "Python.h":
     # The namedtuples' tp_alloc (inherited from object); `tuple.__new__(cls, t)` allocates with it too.
-    PyObject *_generic_alloc "PyType_GenericAlloc"(PyTypeObject *tp, Py_ssize_t nitems) except NULL
+    PyObject *_generic_alloc "PyType_GenericAlloc"(PyTypeObject *namedtuple_type, Py_ssize_t nitems) except NULL
     PyObject *_list_new "PyList_New"(Py_ssize_t size) except NULL
     void _tuple_set "PyTuple_SET_ITEM"(PyObject *t, Py_ssize_t i, PyObject *o)
     void _list_set "PyList_SET_ITEM"(PyObject *l, Py_ssize_t i, PyObject *o)
@@ -32,13 +32,14 @@ cdef inline object _steal(PyObject *o):
     return r
 
 
-cdef inline object _new_namedtuple3(PyTypeObject *tp, object a, object b, object c, bint atomic):
-    """`tp(a, b, c)` for a 3-field namedtuple, built the way `tuple.__new__(tp, (a, b, c))` builds it.
+cdef inline object _new_namedtuple3(PyTypeObject *namedtuple_type, object a, object b, object c, bint atomic):
+    """`namedtuple_type(a, b, c)` for a 3-field namedtuple, built the way
+    `tuple.__new__(namedtuple_type, (a, b, c))` builds it.
 
     `atomic`: every field is an int, so the tuple can never be part of a cycle and is untracked at once
     (CPython untracks such tuples itself at its next collection).
     """
-    cdef PyObject *o = _generic_alloc(tp, 3)
+    cdef PyObject *o = _generic_alloc(namedtuple_type, 3)
     Py_INCREF(a)
     _tuple_set(o, 0, <PyObject *>a)
     Py_INCREF(b)
@@ -50,9 +51,9 @@ cdef inline object _new_namedtuple3(PyTypeObject *tp, object a, object b, object
     return _steal(o)
 
 
-cdef inline object _new_namedtuple4(PyTypeObject *tp, object a, object b, object c, object d, bint atomic):
-    """`tp(a, b, c, d)` for a 4-field namedtuple (see `_new_namedtuple3`)."""
-    cdef PyObject *o = _generic_alloc(tp, 4)
+cdef inline object _new_namedtuple4(PyTypeObject *namedtuple_type, object a, object b, object c, object d, bint atomic):
+    """`namedtuple_type(a, b, c, d)` for a 4-field namedtuple (see `_new_namedtuple3`)."""
+    cdef PyObject *o = _generic_alloc(namedtuple_type, 4)
     Py_INCREF(a)
     _tuple_set(o, 0, <PyObject *>a)
     Py_INCREF(b)

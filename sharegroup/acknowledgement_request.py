@@ -34,7 +34,8 @@ def parse_acknowledgement_request(batches: Sequence[Sequence]) -> list[tuple[int
             raise ShareError(Errors.INVALID_REQUEST, f"acknowledgement batch first offset {first} > last offset {last}")
         if plan and first <= prev_last:
             raise ShareError(
-                Errors.INVALID_REQUEST, f"acknowledgement batches must be ascending and disjoint ({first} <= {prev_last})"
+                Errors.INVALID_REQUEST,
+                f"acknowledgement batches must be ascending and disjoint ({first} <= {prev_last})",
             )
         if isinstance(types, int):
             types = (types,)

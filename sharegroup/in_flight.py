@@ -170,7 +170,8 @@ class InFlightTracker:
             if first > pos and first_hole < 0:
                 first_hole = pos
             # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
-            self._append_entry(_Entry(first, last, AVAILABLE if state == ACQUIRED else state, min(delivery_count, MAX_DELIVERY_COUNT), 0, 0))
+            state = AVAILABLE if state == ACQUIRED else state
+            self._append_entry(_Entry(first, last, state, min(delivery_count, MAX_DELIVERY_COUNT), 0, 0))
             if terminal(state):
                 self._terminal_total += last - first + 1
             pos = last + 1
@@ -203,12 +204,12 @@ class InFlightTracker:
         self._firsts.insert(i, e.first)
 
     def _member(self, member_id: str) -> int:
-        m = self._member_index.get(member_id)
-        if m is None:
-            m = len(self._member_names)
-            self._member_index[member_id] = m
+        owner = self._member_index.get(member_id)
+        if owner is None:
+            owner = len(self._member_names)
+            self._member_index[member_id] = owner
             self._member_names.append(member_id)
-        return m
+        return owner
 
     def _index_from(self, offset: int) -> int:
         """Index of the first entry whose last offset is >= `offset`."""
@@ -258,7 +259,8 @@ class InFlightTracker:
         if e.offset_states is None:
             return RecordView(RecordState(e.state), e.delivery_count, self._member_names[e.member])
         k = offset - e.first
-        return RecordView(RecordState(e.offset_states[k]), e.offset_delivery_counts[k], self._member_names[e.offset_members[k]])
+        return RecordView(RecordState(e.offset_states[k]), e.offset_delivery_counts[k],
+                          self._member_names[e.offset_members[k]])
 
     def state_batches(self) -> list[StateBatch]:
         """The window [SPSO, SPEO) as minimal runs of (state, delivery count); ACQUIRED shows as 1."""
@@ -305,7 +307,8 @@ class InFlightTracker:
         aborted_transactions: Sequence[Sequence[int]] = (),
         read_committed: bool = False,
     ) -> list[AcquiredRecords]:
-        return _acquire(self, member_id, fetched, max_records, now_ms, fetch_offset, batch_size, aborted_transactions, read_committed)
+        return _acquire(self, member_id, fetched, max_records, now_ms, fetch_offset, batch_size, aborted_transactions,
+                        read_committed)
 
     def _archive(self, a: int, b: int, from_state: int, pending_too: bool = False) -> int:
         """Archive the records in [a, b] whose state is `from_state`; returns how many.
@@ -360,12 +363,12 @@ class InFlightTracker:
             return ARCHIVED if delivery_count >= self._limit else AVAILABLE
         return ARCHIVED  # REJECT and GAP
 
-    def _pending(self, m: int, ranges: list[tuple[int, int]], writes: list[StateBatch]) -> TrackerWrite:
+    def _pending(self, owner: int, ranges: list[tuple[int, int]], writes: list[StateBatch]) -> TrackerWrite:
         if not ranges:
             return TrackerWrite(0, [], self._spso, self._count_terminal_from(self._spso))
         tid = self._next_tid
         self._next_tid += 1
-        self._transitions[tid] = (m, ranges)
+        self._transitions[tid] = (owner, ranges)
         start = self._scan_start(ranges)
         return TrackerWrite(tid, writes, start, self._count_terminal_from(start))
 
@@ -423,8 +426,8 @@ class InFlightTracker:
         pos = self._spso
         entries = self._entries
         i = self._index_from(pos)
-        ri = 0
-        nr = len(allowed) if allowed else 0
+        allowed_index = 0
+        allowed_count = len(allowed) if allowed else 0
         while i < len(entries):
             e = entries[i]
             if e.first > pos:
@@ -438,9 +441,10 @@ class InFlightTracker:
                         pos = e.last + 1
                         i += 1
                         continue
-                    while ri < nr and allowed[ri][1] < pos:
-                        ri += 1
-                    if ri < nr and allowed[ri][0] <= pos and allowed[ri][1] >= e.last:
+                    while allowed_index < allowed_count and allowed[allowed_index][1] < pos:
+                        allowed_index += 1
+                    if (allowed_index < allowed_count and allowed[allowed_index][0] <= pos
+                            and allowed[allowed_index][1] >= e.last):
                         pos = e.last + 1
                         i += 1
                         continue
@@ -454,9 +458,9 @@ class InFlightTracker:
                     return e.first + k
                 if offset_flags[k]:
                     off = e.first + k
-                    while ri < nr and allowed[ri][1] < off:
-                        ri += 1
-                    if not (ri < nr and allowed[ri][0] <= off):
+                    while allowed_index < allowed_count and allowed[allowed_index][1] < off:
+                        allowed_index += 1
+                    if not (allowed_index < allowed_count and allowed[allowed_index][0] <= off):
                         return off
                 k += 1
             pos = e.last + 1

@@ -42,7 +42,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
     first_base = fetched[0][0]
     if 0 <= fetch_offset < first_base:
         self._archive(max(fetch_offset, self._spso), first_base - 1, AVAILABLE)
-    m = self._member(member_id)
+    owner = self._member(member_id)
     deadline = now_ms + self._lock_ms
     runs: list[list[int]] = []  # [first, last, delivery_count] ascending, merged when contiguous and equal
     lo = max(first_base, self._spso)
@@ -65,7 +65,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
                 # Persisted-gap window: the hole before this entry is acquirable (never past it).
                 hole_first = max(cursor, self._gap_start)
                 if hole_first < e.first:
-                    acquired += _acquire_new(self, fetched, hole_first, e.first - 1, m, deadline, runs,
+                    acquired += _acquire_new(self, fetched, hole_first, e.first - 1, owner, deadline, runs,
                                                   max_records - acquired, batch_size)
                     i = self._index_from(e.first)
                     if acquired >= max_records:
@@ -90,7 +90,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
                 ):
                     e.state = ACQUIRED
                     e.delivery_count = min(e.delivery_count + 1, MAX_DELIVERY_COUNT)
-                    e.member = m
+                    e.member = owner
                     e.deadline = deadline
                     heapq.heappush(self._heap, (deadline, e.first))
                     add_acquired_run(runs, e.first, e.last, e.delivery_count)
@@ -100,7 +100,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
                     i += 1
                     continue
                 e.split_per_offset()
-            got, stop = _acquire_offsets(self, e, a, b, m, deadline, runs, acquired, max_records)
+            got, stop = _acquire_offsets(self, e, a, b, owner, deadline, runs, acquired, max_records)
             acquired += got
             i += 1
         if not stop and acquired < max_records:
@@ -110,11 +110,11 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
                 hole_first = max(cursor, self._gap_start) if self._gap_end >= 0 else cursor
                 hole_last = min(hi, self._speo - 1)
                 if hole_first <= hole_last:
-                    acquired += _acquire_new(self, fetched, hole_first, hole_last, m, deadline, runs,
+                    acquired += _acquire_new(self, fetched, hole_first, hole_last, owner, deadline, runs,
                                                   max_records - acquired, batch_size)
             if acquired < max_records and hi >= self._speo:
                 allowance = self._max_locks - (self._speo - self._spso)
-                acquired += _acquire_new(self, fetched, max(cursor, self._speo), hi, m, deadline, runs,
+                acquired += _acquire_new(self, fetched, max(cursor, self._speo), hi, owner, deadline, runs,
                                               min(max_records - acquired, allowance), batch_size)
     if runs and self._gap_end >= 0:
         self._gap_start = max(self._gap_start, runs[-1][1] + 1)
@@ -124,7 +124,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
     return [AcquiredRecords(r[0], r[1], r[2]) for r in runs]
 
 
-def _acquire_offsets(self: InFlightTracker, e: _Entry, a: int, b: int, m: int, deadline: int, runs: list,
+def _acquire_offsets(self: InFlightTracker, e: _Entry, a: int, b: int, owner: int, deadline: int, runs: list,
                      acquired: int, max_records: int) -> tuple[int, bool]:
     """Acquire the AVAILABLE offsets of split entry `e` in [a, b]; returns (count, stop)."""
     offset_states, offset_flags, offset_delivery_counts = e.offset_states, e.offset_flags, e.offset_delivery_counts
@@ -159,7 +159,7 @@ def _acquire_offsets(self: InFlightTracker, e: _Entry, a: int, b: int, m: int, d
         delivery_count = min(delivery_count + 1, MAX_DELIVERY_COUNT)
         offset_states[k] = ACQUIRED
         offset_delivery_counts[k] = delivery_count
-        e.offset_members[k] = m
+        e.offset_members[k] = owner
         e.offset_deadlines[k] = deadline
         add_acquired_run(runs, f + k, f + k, delivery_count)
         got += 1
@@ -171,7 +171,8 @@ def _acquire_offsets(self: InFlightTracker, e: _Entry, a: int, b: int, m: int, d
     return got, stop
 
 
-def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset: int, to_offset: int, m: int, deadline: int,
+def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset: int, to_offset: int, owner: int,
+                 deadline: int,
                  runs: list, budget: int, batch_size: int) -> int:
     """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
 
@@ -222,13 +223,13 @@ def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset
                 for k in range(take):
                     e.offset_states[k] = ACQUIRED
                     e.offset_delivery_counts[k] = 1
-                    e.offset_members[k] = m
+                    e.offset_members[k] = owner
                     e.offset_deadlines[k] = deadline
                 heapq.heappush(self._heap, (deadline, first))
                 add_acquired_run(runs, first, first + take - 1, 1, batch_size == 0)
                 acquired += take
         else:
-            e = _Entry(first, seg_last, ACQUIRED, 1, m, deadline)
+            e = _Entry(first, seg_last, ACQUIRED, 1, owner, deadline)
             heapq.heappush(self._heap, (deadline, first))
             add_acquired_run(runs, first, seg_last, 1, batch_size == 0)
             acquired += size
@@ -238,7 +239,8 @@ def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset
     return acquired
 
 
-def _archive_aborted(self: InFlightTracker, fetched: Sequence[Sequence], aborted: Sequence[Sequence[int]], runs: list) -> None:
+def _archive_aborted(self: InFlightTracker, fetched: Sequence[Sequence], aborted: Sequence[Sequence[int]],
+                     runs: list) -> None:
     """read_committed: archive just-acquired records of aborted transactions and control batches,
     and cut them out of the acquired runs (SPEC §4.8)."""
     pending = sorted((int(t[1]), int(t[0])) for t in aborted)  # (first_offset, producer_id)

@@ -31,7 +31,8 @@ class _Entry:
     """One cached range [first, last]: batch-level state, or per-offset arrays once split."""
 
     __slots__ = ("first", "last", "state", "flags", "delivery_count", "member", "deadline",
-                 "offset_states", "offset_flags", "offset_delivery_counts", "offset_members", "offset_deadlines", "terminal_count")
+                 "offset_states", "offset_flags", "offset_delivery_counts", "offset_members", "offset_deadlines",
+                 "terminal_count")
 
     def __init__(self, first: int, last: int, state: int, delivery_count: int, member: int, deadline: int) -> None:
         self.first = first

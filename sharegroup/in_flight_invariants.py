@@ -35,8 +35,10 @@ def _check_invariants(self: InFlightTracker) -> None:
         if e.offset_states is None:
             recs = [(e.first, e.state, e.flags, e.delivery_count, e.member, e.deadline)]
         else:
-            assert len(e.offset_states) == len(e.offset_flags) == len(e.offset_delivery_counts) == len(e.offset_members) == len(e.offset_deadlines) == n
-            recs = [(e.first + k, e.offset_states[k], e.offset_flags[k], e.offset_delivery_counts[k], e.offset_members[k], e.offset_deadlines[k])
+            assert len(e.offset_states) == len(e.offset_flags) == len(e.offset_delivery_counts) == n
+            assert len(e.offset_members) == len(e.offset_deadlines) == n
+            recs = [(e.first + k, e.offset_states[k], e.offset_flags[k], e.offset_delivery_counts[k],
+                     e.offset_members[k], e.offset_deadlines[k])
                     for k in range(n)]
             assert e.terminal_count == sum(1 for r in recs if terminal(r[1])), f"entry {e.first}: stale terminal count"
         terminal_total += sum((e.last - e.first + 1) if e.offset_states is None else 1 for r in recs if terminal(r[1]))
@@ -53,10 +55,11 @@ def _check_invariants(self: InFlightTracker) -> None:
                 assert off >= self._spso, f"offset {off} below the SPSO is AVAILABLE"
         if e.last < self._spso:
             assert not entry_done(e) or idx > 0, "a done entry below the SPSO should have been dropped"
-    assert terminal_total == self._terminal_total, f"terminal total {self._terminal_total} is stale (actual {terminal_total})"
+    assert terminal_total == self._terminal_total, \
+        f"terminal total {self._terminal_total} is stale (actual {terminal_total})"
     # Pending transitions name real members and well-formed ranges; flagged records imply one.
-    for m, ranges in self._transitions.values():
-        assert 0 < m < len(self._member_names)
+    for owner, ranges in self._transitions.values():
+        assert 0 < owner < len(self._member_names)
         for a, b in ranges:
             assert a <= b
     if flagged:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .in_flight import InFlightTracker
 
 
-def _not_acquired_message(offset: int, state: int, flags: int, member: int, m: int) -> str:
+def _not_acquired_message(offset: int, state: int, flags: int, member: int, owner: int) -> str:
     if flags:
         return f"offset {offset} is awaiting a previous acknowledgement"
     if state != ACQUIRED:
@@ -29,7 +29,7 @@ def _not_acquired_message(offset: int, state: int, flags: int, member: int, m: i
 
 def _begin_acknowledge(self: InFlightTracker, member_id: str, batches: Sequence[Sequence], now_ms: int) -> TrackerWrite:
     """`InFlightTracker.begin_acknowledge` (see its docstring)."""
-    m = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
+    owner = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
     plan = parse_acknowledgement_request(batches)
     spso, speo = self._spso, self._speo
     for first, last, types in plan:
@@ -50,15 +50,17 @@ def _begin_acknowledge(self: InFlightTracker, member_id: str, batches: Sequence[
                 break
             lo, hi = max(e.first, a), min(e.last, last)
             if e.offset_states is None:
-                if e.state != ACQUIRED or e.flags or e.member != m:
-                    raise ShareError(Errors.INVALID_RECORD_STATE, _not_acquired_message(lo, e.state, e.flags, e.member, m))
+                if e.state != ACQUIRED or e.flags or e.member != owner:
+                    raise ShareError(Errors.INVALID_RECORD_STATE, _not_acquired_message(lo, e.state, e.flags,
+                                                                                        e.member, owner))
             else:
                 offset_states, offset_flags, offset_members = e.offset_states, e.offset_flags, e.offset_members
                 for k in range(lo - e.first, hi - e.first + 1):
-                    if offset_states[k] != ACQUIRED or offset_flags[k] or offset_members[k] != m:
+                    if offset_states[k] != ACQUIRED or offset_flags[k] or offset_members[k] != owner:
                         raise ShareError(
                             Errors.INVALID_RECORD_STATE,
-                            _not_acquired_message(e.first + k, offset_states[k], offset_flags[k], offset_members[k], m),
+                            _not_acquired_message(e.first + k, offset_states[k], offset_flags[k], offset_members[k],
+                                                  owner),
                         )
             i += 1
     # Validated: apply. From here on nothing can fail.
@@ -113,19 +115,19 @@ def _begin_acknowledge(self: InFlightTracker, member_id: str, batches: Sequence[
             i += 1
     for r in out:
         writes.append(StateBatch(r[0], r[1], r[2], r[3]))
-    return self._pending(m, ranges, writes)
+    return self._pending(owner, ranges, writes)
 
 
 def _begin_release(self: InFlightTracker, member_id: str, now_ms: int) -> TrackerWrite:
     """`InFlightTracker.begin_release` (see its docstring)."""
-    m = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
+    owner = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
     ranges: list[tuple[int, int]] = []
     out: list[list[int]] = []
-    if m > 0:
+    if owner > 0:
         spso = self._spso
         for e in self._entries:
             if e.offset_states is None:
-                if e.state != ACQUIRED or e.flags or e.member != m:
+                if e.state != ACQUIRED or e.flags or e.member != owner:
                     continue
                 if e.first >= spso or e.delivery_count >= self._limit:
                     self._set_state(e, ARCHIVED if (e.delivery_count >= self._limit or e.last < spso) else AVAILABLE)
@@ -136,7 +138,7 @@ def _begin_release(self: InFlightTracker, member_id: str, now_ms: int) -> Tracke
                     continue
                 e.split_per_offset()
             for k in range(e.last - e.first + 1):
-                if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != m:
+                if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != owner:
                     continue
                 off = e.first + k
                 s = ARCHIVED if (e.offset_delivery_counts[k] >= self._limit or off < spso) else AVAILABLE
@@ -145,7 +147,7 @@ def _begin_release(self: InFlightTracker, member_id: str, now_ms: int) -> Tracke
                 e.offset_members[k] = 0
                 add_run(out, off, off, s, e.offset_delivery_counts[k])
                 add_range(ranges, off, off)
-    return self._pending(m, ranges, [StateBatch(r[0], r[1], r[2], r[3]) for r in out])
+    return self._pending(owner, ranges, [StateBatch(r[0], r[1], r[2], r[3]) for r in out])
 
 
 def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms: int) -> None:
@@ -153,7 +155,7 @@ def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms
     t = self._transitions.pop(transition_id, None)
     if t is None:
         raise ShareError(Errors.INVALID_REQUEST, f"unknown transition {transition_id}")
-    m, ranges = t
+    owner, ranges = t
     spso = self._spso
     limit = self._limit
     for a, b in ranges:
@@ -172,7 +174,7 @@ def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms
                     if e.deadline > now_ms:
                         e.flags = 0
                         self._set_state(e, ACQUIRED)
-                        e.member = m
+                        e.member = owner
                         # The lock may have been popped by an expiry pass that ran "later" than
                         # now_ms; a fresh heap item guarantees the record still expires.
                         heapq.heappush(self._heap, (e.deadline, e.first))
@@ -192,11 +194,13 @@ def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms
                     continue
                 d = e.offset_deadlines[k]
                 if d <= now_ms:
-                    self._set_offset_state(e, k, ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE)
+                    at_limit_or_below = e.offset_delivery_counts[k] >= limit or e.first + k < spso
+                    expired_state = ARCHIVED if at_limit_or_below else AVAILABLE
+                    self._set_offset_state(e, k, expired_state)
                     e.offset_members[k] = 0
                 else:
                     self._set_offset_state(e, k, ACQUIRED)
-                    e.offset_members[k] = m
+                    e.offset_members[k] = owner
                     if earliest < 0 or d < earliest:
                         earliest = d
             if earliest >= 0:

@@ -18,7 +18,8 @@ class Rec:
     __slots__ = ("state", "delivery_count", "member", "deadline", "tid")
 
     def __init__(self, state, delivery_count, member="", deadline=0):
-        self.state, self.delivery_count, self.member, self.deadline, self.tid = state, delivery_count, member, deadline, 0
+        self.state, self.delivery_count, self.member = state, delivery_count, member
+        self.deadline, self.tid = deadline, 0
 
 
 class TrackerModel:
@@ -208,7 +209,8 @@ class TrackerModel:
                     if last_attempt and acquired + got > 0:
                         stop = True
                         break
-                    r.state, r.delivery_count, r.member, r.deadline = ACQUIRED, min(r.delivery_count + 1, 255), member, deadline
+                    r.state, r.delivery_count, r.member, r.deadline = ACQUIRED, min(r.delivery_count + 1,
+                                                                                    255), member, deadline
                     _add(runs, o, o, r.delivery_count)
                     got += 1
                     if last_attempt:
