@@ -21,7 +21,7 @@ def parse_acknowledgement_request(batches: Sequence[Sequence]) -> list[tuple[int
     unknown type; otherwise returns one (first, last, types) per batch.
     Runtime complexity: O(batches + acknowledge types).
     """
-    plan = []
+    plan: list[tuple[int, int, tuple]] = []
     prev_last = -1
     for ab in batches:
         try:

@@ -426,8 +426,9 @@ class InFlightTracker:
         pos = self._spso
         entries = self._entries
         i = self._index_from(pos)
+        allowed = allowed or []
         allowed_index = 0
-        allowed_count = len(allowed) if allowed else 0
+        allowed_count = len(allowed)
         while i < len(entries):
             e = entries[i]
             if e.first > pos:

@@ -6,6 +6,7 @@ Layer 1 (SPEC §2). The Cython twin's counterpart is `_native/in_flight_entry.px
 from __future__ import annotations
 
 from array import array
+from typing import Any
 
 from .types import AcknowledgeType, RecordState
 
@@ -33,6 +34,14 @@ class _Entry:
     __slots__ = ("first", "last", "state", "flags", "delivery_count", "member", "deadline",
                  "offset_states", "offset_flags", "offset_delivery_counts", "offset_members", "offset_deadlines",
                  "terminal_count")
+    # The per-offset arrays exist once the entry is split (`offset_states is not None`); every reader
+    # checks that or splits the entry first, which a type checker cannot follow, hence `Any`.
+    offset_states: Any
+    offset_flags: Any
+    offset_delivery_counts: Any
+    offset_members: Any
+    offset_deadlines: Any
+    terminal_count: int
 
     def __init__(self, first: int, last: int, state: int, delivery_count: int, member: int, deadline: int) -> None:
         self.first = first
