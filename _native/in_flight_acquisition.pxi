@@ -88,7 +88,7 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                     hole_first = max(cursor, self._gap_start)
                     if hole_first < e.first:
                         acquired += _acquire_new(self, headers, nfetched, hole_first, e.first - 1, owner, deadline,
-                                                      &runs, max_records_c - acquired, batch_size_c)
+                                                 &runs, max_records_c - acquired, batch_size_c)
                         i = self._index_from(e.first)
                         if acquired >= max_records_c:
                             break
@@ -137,11 +137,11 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                     hole_last = min(hi, self._speo - 1)
                     if hole_first <= hole_last:
                         acquired += _acquire_new(self, headers, nfetched, hole_first, hole_last, owner, deadline,
-                                                      &runs, max_records_c - acquired, batch_size_c)
+                                                 &runs, max_records_c - acquired, batch_size_c)
                 if acquired < max_records_c and hi >= self._speo:
                     allowance = self._max_locks - (self._speo - self._spso)
                     acquired += _acquire_new(self, headers, nfetched, max(cursor, self._speo), hi, owner, deadline,
-                                                  &runs, min(max_records_c - acquired, allowance), batch_size_c)
+                                             &runs, min(max_records_c - acquired, allowance), batch_size_c)
         if runs.n and self._gap_end >= 0:
             self._gap_start = max(self._gap_start, (<ARun *>runs.data)[runs.n - 1].last + 1)
         if read_committed and runs.n:

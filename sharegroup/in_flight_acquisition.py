@@ -66,7 +66,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
                 hole_first = max(cursor, self._gap_start)
                 if hole_first < e.first:
                     acquired += _acquire_new(self, fetched, hole_first, e.first - 1, owner, deadline, runs,
-                                                  max_records - acquired, batch_size)
+                                             max_records - acquired, batch_size)
                     i = self._index_from(e.first)
                     if acquired >= max_records:
                         break
@@ -111,11 +111,11 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
                 hole_last = min(hi, self._speo - 1)
                 if hole_first <= hole_last:
                     acquired += _acquire_new(self, fetched, hole_first, hole_last, owner, deadline, runs,
-                                                  max_records - acquired, batch_size)
+                                             max_records - acquired, batch_size)
             if acquired < max_records and hi >= self._speo:
                 allowance = self._max_locks - (self._speo - self._spso)
                 acquired += _acquire_new(self, fetched, max(cursor, self._speo), hi, owner, deadline, runs,
-                                              min(max_records - acquired, allowance), batch_size)
+                                         min(max_records - acquired, allowance), batch_size)
     if runs and self._gap_end >= 0:
         self._gap_start = max(self._gap_start, runs[-1][1] + 1)
     if read_committed and runs:
