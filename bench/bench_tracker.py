@@ -3,9 +3,9 @@
 Run with `make bench`. Targets for the native twin: whole-batch cycle <= 2 us; per-offset acks one
 offset per call >= 20x the twin; one 500-type acknowledgement >= 50M offsets/s; 100k records in 1k
 batches expiring <= 2 ms. The memory targets (<= 16 bytes per per-offset record, <= 200 bytes per whole
-batch) are asserted by the tests at the end of this file. The window sweep runs the whole-batch cycle
-and single-offset acknowledgements with 10^3 ... 10^6 records in flight: flat rows mean the cost of an
-operation does not grow with the window. With `--benchmark-disable` (as `make test` runs it) every
+batch) are asserted by the tests at the end of this file. The window sweep runs the whole-batch cycle,
+single-offset acknowledgements and `next_fetch_offset` with 10^3 ... 10^6 records in flight: flat rows
+mean the cost of an operation does not grow with the window. With `--benchmark-disable` (as `make test` runs it) every
 benchmark runs once, in seconds.
 """
 
@@ -187,6 +187,15 @@ def test_sweep_per_offset_ack(benchmark, twin, window):
     benchmark.pedantic(acks, setup=setup, rounds=30, warmup_rounds=2)
     benchmark.extra_info["acks_per_round"] = BATCH
     assert t.start_offset == state["head"] and t.in_flight_count == window
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"window={w:.0e}")
+def test_sweep_next_fetch_offset(benchmark, twin, window):
+    """`next_fetch_offset` with `window` records in flight, all acquired: it walks every entry before
+    answering the end offset (as Kafka's scan does while its find-next flag is set)."""
+    benchmark.group = f"sweep: next_fetch_offset, {window:.0e} acquired records in flight (batches of 500)"
+    t = _held_window(twin, window)
+    assert benchmark(t.next_fetch_offset) == window
 
 
 # ---------------------------------------------------------------- memory targets (tests, not timings)
