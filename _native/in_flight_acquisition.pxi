@@ -280,6 +280,7 @@ cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_
                 take = budget - acquired
                 e = _new_entry(first, seg_last, AVAILABLE, 0, 0, 0)
                 e.split_per_offset()
+                self._records_available_from(first + max(take, 0))  # the rest of the range waits AVAILABLE
                 if take > 0:
                     for k in range(<Py_ssize_t>take):
                         e.offset_states[k] = ACQUIRED

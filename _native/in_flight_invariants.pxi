@@ -86,10 +86,15 @@ cdef object _check_invariants(InFlightTracker self):
         if not 0 < tr.owner < nmembers:
             raise AssertionError(tr.owner)
         for k in range(tr.n):
-            if not tr.ranges[k].a <= tr.ranges[k].b:
+            # ascending and disjoint (complete relies on it)
+            if not (tr.ranges[k].a <= tr.ranges[k].b and (k == 0 or tr.ranges[k - 1].b < tr.ranges[k].a)):
                 raise AssertionError((tr.ranges[k].a, tr.ranges[k].b))
     if flagged and not self._transitions:
         raise AssertionError("records in transition without a pending transition")
+    # The next-fetch walk may start where it does: nothing fetchable lies below its start.
+    if (self._next_fetch_offset_from(self._spso)
+            != self._next_fetch_offset_from(max(self._spso, self._fetch_scan_from))):
+        raise AssertionError("next-fetch walk starts too late")
     # The SPSO is fully advanced: the record at the SPSO (if any) is not done.
     if not self._scan_start(NULL, 0) <= self._spso:
         raise AssertionError("SPSO not advanced over a terminal run")

@@ -335,6 +335,9 @@ cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
                         earliest = d
             if earliest >= 0:
                 lock_heap_push(&self._locks, earliest, e.first)
+    # Committed or rolled back, records of the transition that are AVAILABLE are fetchable now (its
+    # ranges ascend: requests and entries are walked in offset order).
+    self._records_available_from(tr.ranges[0].a)
     self._advance()
 
 
@@ -387,6 +390,7 @@ cdef object _expire_locks(InFlightTracker self, now_ms):
         # Offsets in `out` are distinct, so ordering by first offset is the pure twin's list sort.
         qsort(out.data, out.n, sizeof(Run), _cmp_run_first)
         rp = <Run *>out.data
+        self._records_available_from(rp[0].first)
         for i in range(out.n):
             add_run(&merged, rp[i].first, rp[i].last, rp[i].state, rp[i].delivery_count)
         self._advance()

@@ -116,7 +116,8 @@ cdef class InFlightTracker:
     is exclusive, one past the last in-flight offset. Runtime complexity of acquire, acknowledge,
     complete and expiry: O(log entries + entries touched + offsets of split entries touched), plus a
     list insert when a range lands in a hole; whole producer batches move in O(1). `begin_release` and
-    `state_batches` walk the window; `next_fetch_offset` walks it up to the first acquirable offset.
+    `state_batches` walk the window; `next_fetch_offset` walks from where its last walk ended (amortized
+    O(1) while nothing below becomes AVAILABLE again).
     """
 
     cdef int64_t _lock_ms
@@ -137,6 +138,10 @@ cdef class InFlightTracker:
     # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
     cdef int64_t _gap_start
     cdef int64_t _gap_end
+    # No AVAILABLE record outside a transition and no acquirable hole lies in [SPSO, _fetch_scan_from):
+    # `next_fetch_offset` starts its walk there. Set by the walk; lowered by whatever makes a record
+    # AVAILABLE again (commit or rollback, lock expiry, a record-limit range).
+    cdef int64_t _fetch_scan_from
     cdef object __weakref__
 
     def __cinit__(self, *args, **kwargs):
@@ -184,6 +189,7 @@ cdef class InFlightTracker:
         self._terminal_total = 0
         self._gap_start = 0
         self._gap_end = -1
+        self._fetch_scan_from = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -237,6 +243,7 @@ cdef class InFlightTracker:
         self._terminal_total = 0
         self._gap_start = 0
         self._gap_end = -1
+        self._fetch_scan_from = 0
 
     @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
     def load(self, start_offset, state_batches):
@@ -337,14 +344,23 @@ cdef class InFlightTracker:
     # ------------------------------------------------------------------ queries
 
     def next_fetch_offset(self):
-        """The first AVAILABLE offset not awaiting a write or acquirable persisted-gap hole, else the SPEO."""
-        cdef int64_t spso = self._spso
+        """The first AVAILABLE offset not awaiting a write or acquirable persisted-gap hole, else the SPEO.
+
+        Runtime complexity: O(entries walked), amortized O(1) while the answer does not move back: the
+        walk starts where the last one ended unless a record became AVAILABLE below it since.
+        """
+        cdef int64_t offset = self._next_fetch_offset_from(max(self._spso, self._fetch_scan_from))
+        self._fetch_scan_from = offset
+        return offset
+
+    cdef int64_t _next_fetch_offset_from(self, int64_t start) noexcept:
+        """`next_fetch_offset`, walking from `start` (>= SPSO) on."""
         # The next acquirable hole of the persisted-gap window (none when the window is closed).
-        cdef int64_t hole = max(spso, self._gap_start) if self._gap_end >= 0 else self._speo
+        cdef int64_t hole = max(start, self._gap_start) if self._gap_end >= 0 else self._speo
         cdef list entries = self._entries
         cdef Py_ssize_t i, k, n
         cdef _Entry e
-        for i in range(self._index_from(spso), PyList_GET_SIZE(entries)):
+        for i in range(self._index_from(start), PyList_GET_SIZE(entries)):
             e = <_Entry>PyList_GET_ITEM(entries, i)
             if e.first > hole:
                 return hole
@@ -352,15 +368,20 @@ cdef class InFlightTracker:
                 hole = e.last + 1
             if e.offset_states == NULL:
                 if e.state == AVAILABLE and not e.flags:
-                    return max(e.first, spso)
+                    return max(e.first, start)
                 continue
-            k = <Py_ssize_t>max(spso - e.first, 0)
+            k = <Py_ssize_t>max(start - e.first, 0)
             n = <Py_ssize_t>(e.last - e.first + 1)
             while k < n:
                 if e.offset_states[k] == AVAILABLE and not e.offset_flags[k]:
                     return e.first + k
                 k += 1
         return min(hole, self._speo)
+
+    cdef inline void _records_available_from(self, int64_t offset) noexcept:
+        """Records at or above `offset` may have become AVAILABLE: the next walk must look there."""
+        if offset < self._fetch_scan_from:
+            self._fetch_scan_from = offset
 
     @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
     def record_state(self, offset):

@@ -46,7 +46,8 @@ class InFlightTracker:
     is exclusive, one past the last in-flight offset. Runtime complexity of acquire, acknowledge,
     complete and expiry: O(log entries + entries touched + offsets of split entries touched), plus a
     list insert when a range lands in a hole; whole producer batches move in O(1). `begin_release` and
-    `state_batches` walk the window; `next_fetch_offset` walks it up to the first acquirable offset.
+    `state_batches` walk the window; `next_fetch_offset` walks from where its last walk ended (amortized
+    O(1) while nothing below becomes AVAILABLE again).
     """
 
     def __init__(
@@ -88,6 +89,10 @@ class InFlightTracker:
         # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
         self._gap_start = 0
         self._gap_end = -1
+        # No AVAILABLE record outside a transition and no acquirable hole lies in [SPSO, _fetch_scan_from):
+        # `next_fetch_offset` starts its walk there. Set by the walk; lowered by whatever makes a record
+        # AVAILABLE again (commit or rollback, lock expiry, a record-limit range).
+        self._fetch_scan_from = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -138,6 +143,10 @@ class InFlightTracker:
         self._terminal_total = 0
         self._gap_start = 0
         self._gap_end = -1
+        # No AVAILABLE record outside a transition and no acquirable hole lies in [SPSO, _fetch_scan_from):
+        # `next_fetch_offset` starts its walk there. Set by the walk; lowered by whatever makes a record
+        # AVAILABLE again (commit or rollback, lock expiry, a record-limit range).
+        self._fetch_scan_from = 0
 
     def load(self, start_offset: int, state_batches: Iterable[Sequence[int]]) -> None:
         """Rebuild the window from persisted state (SPEC §4.7); all-or-nothing.
@@ -223,11 +232,20 @@ class InFlightTracker:
     # ------------------------------------------------------------------ queries
 
     def next_fetch_offset(self) -> int:
-        """The first AVAILABLE offset not awaiting a write or acquirable persisted-gap hole, else the SPEO."""
-        spso = self._spso
+        """The first AVAILABLE offset not awaiting a write or acquirable persisted-gap hole, else the SPEO.
+
+        Runtime complexity: O(entries walked), amortized O(1) while the answer does not move back: the
+        walk starts where the last one ended unless a record became AVAILABLE below it since.
+        """
+        offset = self._next_fetch_offset_from(max(self._spso, self._fetch_scan_from))
+        self._fetch_scan_from = offset
+        return offset
+
+    def _next_fetch_offset_from(self, start: int) -> int:
+        """`next_fetch_offset`, walking from `start` (>= SPSO) on."""
         # The next acquirable hole of the persisted-gap window (none when the window is closed).
-        hole = max(spso, self._gap_start) if self._gap_end >= 0 else self._speo
-        for i in range(self._index_from(spso), len(self._entries)):
+        hole = max(start, self._gap_start) if self._gap_end >= 0 else self._speo
+        for i in range(self._index_from(start), len(self._entries)):
             e = self._entries[i]
             if e.first > hole:
                 return hole
@@ -235,18 +253,23 @@ class InFlightTracker:
                 hole = e.last + 1
             if e.offset_states is None:
                 if e.state == AVAILABLE and not e.flags:
-                    return max(e.first, spso)
+                    return max(e.first, start)
                 continue
-            k = max(spso - e.first, 0)
+            k = max(start - e.first, 0)
             offset_states, offset_flags = e.offset_states, e.offset_flags
             while True:
-                k = offset_states.find(b"\x00", k)
+                k = offset_states.find(AVAILABLE, k)
                 if k < 0:
                     break
                 if not offset_flags[k]:
                     return e.first + k
                 k += 1
         return min(hole, self._speo)
+
+    def _records_available_from(self, offset: int) -> None:
+        """Records at or above `offset` may have become AVAILABLE: the next walk must look there."""
+        if offset < self._fetch_scan_from:
+            self._fetch_scan_from = offset
 
     def record_state(self, offset: int) -> RecordView | None:
         """State, delivery count and owner of `offset`; None outside the window or in a hole."""

@@ -219,6 +219,7 @@ def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset
             take = budget - acquired
             e = _Entry(first, seg_last, AVAILABLE, 0, 0, 0)
             e.split_per_offset()
+            self._records_available_from(first + max(take, 0))  # the rest of the range waits AVAILABLE
             if take > 0:
                 for k in range(take):
                     e.offset_states[k] = ACQUIRED

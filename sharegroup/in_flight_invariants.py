@@ -60,9 +60,14 @@ def _check_invariants(self: InFlightTracker) -> None:
     # Pending transitions name real members and well-formed ranges; flagged records imply one.
     for owner, ranges in self._transitions.values():
         assert 0 < owner < len(self._member_names)
+        prev_b = -1
         for a, b in ranges:
-            assert a <= b
+            assert prev_b < a <= b, ranges  # ascending and disjoint (complete relies on it)
+            prev_b = b
     if flagged:
         assert self._transitions, "records in transition without a pending transition"
+    # The next-fetch walk may start where it does: nothing fetchable lies below its start.
+    assert self._next_fetch_offset_from(self._spso) == \
+        self._next_fetch_offset_from(max(self._spso, self._fetch_scan_from)), "next-fetch walk starts too late"
     # The SPSO is fully advanced: the record at the SPSO (if any) is not done.
     assert self._scan_start(None) <= self._spso, "SPSO not advanced over a terminal run"

@@ -205,6 +205,9 @@ def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms
                         earliest = d
             if earliest >= 0:
                 heapq.heappush(self._heap, (earliest, e.first))
+    # Committed or rolled back, records of the transition that are AVAILABLE are fetchable now (its
+    # ranges ascend: requests and entries are walked in offset order).
+    self._records_available_from(ranges[0][0])
     self._advance()
 
 
@@ -242,6 +245,7 @@ def _expire_locks(self: InFlightTracker, now_ms: int) -> tuple[int, TrackerWrite
     if not out:
         return 0, TrackerWrite(0, [], self._spso, self._count_terminal_from(self._spso))
     out.sort()
+    self._records_available_from(out[0][0])
     merged: list[list[int]] = []
     for r in out:
         add_run(merged, r[0], r[1], r[2], r[3])

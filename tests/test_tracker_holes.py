@@ -67,6 +67,17 @@ def test_fetch_inside_a_hole_follows_the_soft_max_records_and_batch_size_rules(m
     t._check()
 
 
+def test_fetch_inside_a_hole_in_record_limit_mode_leaves_the_rest_of_the_range_available(make_tracker):
+    t = make_tracker(0, record_lock_duration_ms=LOCK, record_limit_mode=True)
+    t.acquire("a", [FB(0, 4)], 500, 0)
+    t.acquire("a", [FB(20, 24)], 500, 0)
+    assert offsets(t) == (0, 25, 25, 25)
+    assert t.acquire("b", [FB(5, 9)], 2, 0) == [Acq(5, 6, 1)]  # max_records is a hard cap here
+    assert t.record_state(7) == RecordView(RecordState.AVAILABLE, 0, "")
+    assert offsets(t) == (0, 25, 7, 25)  # the next fetch goes back into the new range
+    t._check()
+
+
 def test_holes_inside_a_fetch_that_overlaps_cached_entries_stay_unacquired(make_tracker):
     t = make_tracker(0, record_lock_duration_ms=LOCK)
     t.acquire("a", [FB(0, 4)], 500, 0)
