@@ -146,7 +146,7 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
             self._gap_start = max(self._gap_start, (<ARun *>runs.data)[runs.n - 1].last + 1)
         if read_committed and runs.n:
             _archive_aborted(self, fetched, aborted_transactions, &runs)
-        self._advance()
+        _advance(self)
         result = _steal(_list_new(runs.n))
         r = <ARun *>runs.data
         for j in range(runs.n):

@@ -96,5 +96,5 @@ cdef object _check_invariants(InFlightTracker self):
             != self._next_fetch_offset_from(max(self._spso, self._fetch_scan_from))):
         raise AssertionError("next-fetch walk starts too late")
     # The SPSO is fully advanced: the record at the SPSO (if any) is not done.
-    if not self._scan_start(NULL, 0) <= self._spso:
+    if not _scan_start(self, NULL, 0) <= self._spso:
         raise AssertionError("SPSO not advanced over a terminal run")

@@ -338,7 +338,7 @@ cdef object _complete(InFlightTracker self, transition_id, committed, now_ms):
     # Committed or rolled back, records of the transition that are AVAILABLE are fetchable now (its
     # ranges ascend: requests and entries are walked in offset order).
     self._records_available_from(tr.ranges[0].a)
-    self._advance()
+    _advance(self)
 
 
 cdef object _expire_locks(InFlightTracker self, now_ms):
@@ -393,7 +393,7 @@ cdef object _expire_locks(InFlightTracker self, now_ms):
         self._records_available_from(rp[0].first)
         for i in range(out.n):
             add_run(&merged, rp[i].first, rp[i].last, rp[i].state, rp[i].delivery_count)
-        self._advance()
+        _advance(self)
         return count, _new_namedtuple4(_TP_TRACKER_WRITE, 0, _state_batch_list(&merged), self._spso,
                            self._count_terminal_from(self._spso), False)
     finally:

@@ -20,8 +20,9 @@ Files (one extension module; the `.pxi` files are included textually, and each m
 pure twin): this file holds the class; `tracker_buffers.pxi` the C helpers (namedtuple builders, growable
 run and range buffers, int64 helpers); `lock_heap.pxi` the lock heap; `in_flight_entry.pxi` entries
 and pending transitions; `acknowledgement_request.pxi` the request parser; `in_flight_acquisition.pxi`
-and `in_flight_transitions.pxi` the operations, as functions taking the tracker (a cdef class cannot
-span files); `in_flight_invariants.pxi` the `_check` invariants.
+and `in_flight_transitions.pxi` the operations and `in_flight_start_offset.pxi` the SPSO advance, as
+functions taking the tracker (a cdef class cannot span files); `in_flight_invariants.pxi` the `_check`
+invariants.
 """
 
 cimport cython
@@ -290,7 +291,7 @@ cdef class InFlightTracker:
         if first_hole >= 0:
             self._gap_start = first_hole
             self._gap_end = pos
-        self._advance()
+        _advance(self)
 
     cdef inline void _set_state(self, _Entry e, int s) noexcept:
         """Set the state of batch-level entry `e`, keeping the terminal total exact."""
@@ -520,7 +521,7 @@ cdef class InFlightTracker:
         self._next_tid += 1
         tid_o = tid
         self._transitions[tid_o] = tr
-        start = self._scan_start(tr.ranges, tr.n)
+        start = _scan_start(self, tr.ranges, tr.n)
         return _new_namedtuple4(_TP_TRACKER_WRITE, tid_o, writes, start, self._count_terminal_from(start), False)
 
     def begin_release(self, member_id, now_ms):
@@ -602,112 +603,7 @@ cdef class InFlightTracker:
         self._spso = lso
         if self._speo < lso:
             self._speo = lso
-        self._advance()
-
-    # ------------------------------------------------------------------ SPSO advance
-
-    cdef int64_t _scan_start(self, Range *allowed, Py_ssize_t allowed_count) noexcept:
-        """Where the SPSO lands after the leading run of terminal records (natural gaps skipped).
-
-        Records awaiting a write stop the run, except those inside `allowed` (the ranges of the
-        transition whose write is being prepared: once it is durable they are done).
-        """
-        cdef int64_t pos = self._spso, off
-        cdef list entries = self._entries
-        cdef Py_ssize_t i = self._index_from(pos)
-        cdef Py_ssize_t allowed_index = 0, k, size
-        cdef uint8_t s
-        cdef _Entry e
-        cdef int64_t hole
-        while i < PyList_GET_SIZE(entries):
-            e = <_Entry>PyList_GET_ITEM(entries, i)
-            if e.first > pos:
-                hole = self._blocking_hole(pos, e.first)
-                if hole >= 0:
-                    return hole
-                pos = e.first
-            if e.offset_states == NULL:
-                if _terminal(e.state):
-                    if not e.flags:
-                        pos = e.last + 1
-                        i += 1
-                        continue
-                    while allowed_index < allowed_count and allowed[allowed_index].b < pos:
-                        allowed_index += 1
-                    if (allowed_index < allowed_count and allowed[allowed_index].a <= pos
-                            and allowed[allowed_index].b >= e.last):
-                        pos = e.last + 1
-                        i += 1
-                        continue
-                return pos
-            k = <Py_ssize_t>(pos - e.first)
-            size = <Py_ssize_t>(e.last - e.first + 1)
-            while k < size:
-                s = e.offset_states[k]
-                if s != ACKNOWLEDGED and s != ARCHIVED:
-                    return e.first + k
-                if e.offset_flags[k]:
-                    off = e.first + k
-                    while allowed_index < allowed_count and allowed[allowed_index].b < off:
-                        allowed_index += 1
-                    if not (allowed_index < allowed_count and allowed[allowed_index].a <= off):
-                        return off
-                k += 1
-            pos = e.last + 1
-            i += 1
-        if pos < self._speo:
-            hole = self._blocking_hole(pos, self._speo)
-            if hole >= 0:
-                return hole
-        return max(pos, self._speo)
-
-    cdef inline int64_t _blocking_hole(self, int64_t pos, int64_t end) noexcept:
-        """Where the SPSO must stop inside the hole [pos, end), or -1 when it may skip the hole.
-
-        Natural gaps are skipped. While the persisted-gap window is open, the SPSO stops at a leading
-        hole (one that starts at the SPSO: nothing covers it yet) and at the first hole offset at or
-        above the window's gap start (it may still be acquired).
-        """
-        if self._gap_end < 0:
-            return -1
-        if pos == self._spso:
-            return pos
-        if self._gap_start < end:
-            return max(pos, self._gap_start)
-        return -1
-
-    cdef inline void _close_gap_window_when_done(self) noexcept:
-        """Close the persisted-gap window once the SPEO moved past the last persisted batch (or the SPSO
-        reached it); the holes left then are natural gaps."""
-        if self._gap_end >= 0 and (self._speo != self._gap_end or self._spso >= self._gap_end):
-            self._gap_end = -1
-
-    cdef int _advance(self) except -1:
-        """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
-        self._close_gap_window_when_done()
-        cdef int64_t start = self._scan_start(NULL, 0)
-        cdef int64_t spso
-        cdef Py_ssize_t drop = 0, n
-        cdef list entries = self._entries
-        cdef _Entry e
-        if start > self._spso:
-            self._spso = start
-        spso = self._spso
-        n = PyList_GET_SIZE(entries)
-        while drop < n:
-            e = <_Entry>PyList_GET_ITEM(entries, drop)
-            if e.last >= spso or not e.done():
-                break
-            self._terminal_total -= e.last - e.first + 1  # a done entry is terminal throughout
-            drop += 1
-        if drop:
-            del entries[:drop]
-        if PyList_GET_SIZE(entries) == 0:
-            self._speo = max(self._speo, self._spso)
-            if not self._transitions:
-                self._locks.n = 0
-        self._close_gap_window_when_done()
-        return 0
+        _advance(self)
 
     # ------------------------------------------------------------------ invariants
 
@@ -717,6 +613,7 @@ cdef class InFlightTracker:
 
 
 # The operations kept apart from the class, as functions taking it (a cdef class cannot span files).
+include "in_flight_start_offset.pxi"
 include "acknowledgement_request.pxi"
 include "in_flight_acquisition.pxi"
 include "in_flight_transitions.pxi"

@@ -16,9 +16,10 @@ Modules (each mirrored by a file of the Cython twin, `_native/`):
 `in_flight` (this class; `tracker.pyx`), `in_flight_entry` (state ids, one entry; `in_flight_entry.pxi`),
 `in_flight_acquisition` (`in_flight_acquisition.pxi`), `in_flight_transitions` (acknowledgement, release,
 completion, lock expiry; `in_flight_transitions.pxi`), `acknowledgement_request` (the request parser;
-`acknowledgement_request.pxi`), `in_flight_invariants` (`_check`; `in_flight_invariants.pxi`) and
-`tracker_buffers` (run builders; `tracker_buffers.pxi`, which also holds the C helpers). The lock heap
-of the Cython twin (`lock_heap.pxi`) is `heapq` here.
+`acknowledgement_request.pxi`), `in_flight_start_offset` (the SPSO advance; `in_flight_start_offset.pxi`),
+`in_flight_invariants` (`_check`; `in_flight_invariants.pxi`) and `tracker_buffers` (run builders;
+`tracker_buffers.pxi`, which also holds the C helpers). The lock heap of the Cython twin (`lock_heap.pxi`)
+is `heapq` here.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from typing import Iterable, Sequence
 
 from .errors import Errors, ShareError
 from .in_flight_acquisition import _acquire
-from .in_flight_entry import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, MAX_DELIVERY_COUNT, RELEASE, _Entry,
-                              entry_done, terminal)
+from .in_flight_entry import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, MAX_DELIVERY_COUNT, RELEASE,
+                              _Entry, terminal)
 from .in_flight_invariants import _check_invariants
+from .in_flight_start_offset import _advance, _scan_start
 from .in_flight_transitions import _begin_acknowledge, _begin_release, _complete, _expire_locks
 from .tracker_buffers import add_run
 from .types import AcquiredRecords, RecordState, RecordView, StateBatch, TrackerWrite
@@ -188,7 +190,7 @@ class InFlightTracker:
         if first_hole >= 0:
             self._gap_start = first_hole
             self._gap_end = pos
-        self._advance()
+        _advance(self)
 
     def _set_state(self, e: _Entry, state: int) -> None:
         """Set the state of batch-level entry `e`, keeping the terminal total exact."""
@@ -392,7 +394,7 @@ class InFlightTracker:
         tid = self._next_tid
         self._next_tid += 1
         self._transitions[tid] = (owner, ranges)
-        start = self._scan_start(ranges)
+        start = _scan_start(self, ranges)
         return TrackerWrite(tid, writes, start, self._count_terminal_from(start))
 
     def begin_release(self, member_id: str, now_ms: int) -> TrackerWrite:
@@ -436,107 +438,7 @@ class InFlightTracker:
         self._spso = lso
         if self._speo < lso:
             self._speo = lso
-        self._advance()
-
-    # ------------------------------------------------------------------ SPSO advance
-
-    def _scan_start(self, allowed: list[tuple[int, int]] | None) -> int:
-        """Where the SPSO lands after the leading run of terminal records (natural gaps skipped).
-
-        Records awaiting a write stop the run, except those inside `allowed` (the ranges of the
-        transition whose write is being prepared: once it is durable they are done).
-        """
-        pos = self._spso
-        entries = self._entries
-        i = self._index_from(pos)
-        allowed = allowed or []
-        allowed_index = 0
-        allowed_count = len(allowed)
-        while i < len(entries):
-            e = entries[i]
-            if e.first > pos:
-                hole = self._blocking_hole(pos, e.first)
-                if hole >= 0:
-                    return hole
-                pos = e.first
-            if e.offset_states is None:
-                if terminal(e.state):
-                    if not e.flags:
-                        pos = e.last + 1
-                        i += 1
-                        continue
-                    while allowed_index < allowed_count and allowed[allowed_index][1] < pos:
-                        allowed_index += 1
-                    if (allowed_index < allowed_count and allowed[allowed_index][0] <= pos
-                            and allowed[allowed_index][1] >= e.last):
-                        pos = e.last + 1
-                        i += 1
-                        continue
-                return pos
-            offset_states, offset_flags = e.offset_states, e.offset_flags
-            k = pos - e.first
-            size = e.last - e.first + 1
-            while k < size:
-                s = offset_states[k]
-                if s != ACKNOWLEDGED and s != ARCHIVED:
-                    return e.first + k
-                if offset_flags[k]:
-                    off = e.first + k
-                    while allowed_index < allowed_count and allowed[allowed_index][1] < off:
-                        allowed_index += 1
-                    if not (allowed_index < allowed_count and allowed[allowed_index][0] <= off):
-                        return off
-                k += 1
-            pos = e.last + 1
-            i += 1
-        if pos < self._speo:
-            hole = self._blocking_hole(pos, self._speo)
-            if hole >= 0:
-                return hole
-        return max(pos, self._speo)
-
-    def _blocking_hole(self, pos: int, end: int) -> int:
-        """Where the SPSO must stop inside the hole [pos, end), or -1 when it may skip the hole.
-
-        Natural gaps are skipped. While the persisted-gap window is open, the SPSO stops at a leading
-        hole (one that starts at the SPSO: nothing covers it yet) and at the first hole offset at or
-        above the window's gap start (it may still be acquired).
-        """
-        if self._gap_end < 0:
-            return -1
-        if pos == self._spso:
-            return pos
-        if self._gap_start < end:
-            return max(pos, self._gap_start)
-        return -1
-
-    def _advance(self) -> None:
-        """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
-        self._close_gap_window_when_done()
-        start = self._scan_start(None)
-        if start > self._spso:
-            self._spso = start
-        spso = self._spso
-        drop = 0
-        for e in self._entries:
-            if e.last >= spso or not entry_done(e):
-                break
-            self._terminal_total -= e.last - e.first + 1  # a done entry is terminal throughout
-            drop += 1
-        if drop:
-            del self._entries[:drop]
-            del self._firsts[:drop]
-        if not self._entries:
-            self._speo = max(self._speo, self._spso)
-            if not self._transitions:
-                self._heap.clear()
-        self._close_gap_window_when_done()
-
-    def _close_gap_window_when_done(self) -> None:
-        """Close the persisted-gap window once the SPEO moved past the last persisted batch (or the SPSO
-        reached it); the holes left then are natural gaps."""
-        if self._gap_end >= 0 and (self._speo != self._gap_end or self._spso >= self._gap_end):
-            self._gap_end = -1
+        _advance(self)
 
     # ------------------------------------------------------------------ invariants
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from .errors import Errors, ShareError
 from .in_flight_entry import ACQUIRED, AVAILABLE, MAX_DELIVERY_COUNT, _Entry
+from .in_flight_start_offset import _advance
 from .tracker_buffers import add_acquired_run
 from .types import AcquiredRecords
 
@@ -120,7 +121,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
         self._gap_start = max(self._gap_start, runs[-1][1] + 1)
     if read_committed and runs:
         _archive_aborted(self, fetched, aborted_transactions, runs)
-    self._advance()
+    _advance(self)
     return [AcquiredRecords(r[0], r[1], r[2]) for r in runs]
 
 

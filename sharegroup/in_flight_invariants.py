@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .in_flight_entry import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, entry_done, terminal
+from .in_flight_start_offset import _scan_start
 
 if TYPE_CHECKING:
     from .in_flight import InFlightTracker
@@ -70,4 +71,4 @@ def _check_invariants(self: InFlightTracker) -> None:
     assert self._next_fetch_offset_from(self._spso) == \
         self._next_fetch_offset_from(max(self._spso, self._fetch_scan_from)), "next-fetch walk starts too late"
     # The SPSO is fully advanced: the record at the SPSO (if any) is not done.
-    assert self._scan_start(None) <= self._spso, "SPSO not advanced over a terminal run"
+    assert _scan_start(self, None) <= self._spso, "SPSO not advanced over a terminal run"

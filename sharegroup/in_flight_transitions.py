@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 from .acknowledgement_request import parse_acknowledgement_request
 from .errors import Errors, ShareError
 from .in_flight_entry import ACQUIRED, ARCHIVED, AVAILABLE, IN_TRANSITION, RENEW
+from .in_flight_start_offset import _advance
 from .tracker_buffers import add_range, add_run
 from .types import RecordState, StateBatch, TrackerWrite
 
@@ -208,7 +209,7 @@ def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms
     # Committed or rolled back, records of the transition that are AVAILABLE are fetchable now (its
     # ranges ascend: requests and entries are walked in offset order).
     self._records_available_from(ranges[0][0])
-    self._advance()
+    _advance(self)
 
 
 def _expire_locks(self: InFlightTracker, now_ms: int) -> tuple[int, TrackerWrite]:
@@ -249,6 +250,6 @@ def _expire_locks(self: InFlightTracker, now_ms: int) -> tuple[int, TrackerWrite
     merged: list[list[int]] = []
     for r in out:
         add_run(merged, r[0], r[1], r[2], r[3])
-    self._advance()
+    _advance(self)
     return count, TrackerWrite(0, [StateBatch(r[0], r[1], r[2], r[3]) for r in merged],
                                self._spso, self._count_terminal_from(self._spso))

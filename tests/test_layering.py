@@ -9,7 +9,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYER0 = {"types", "errors", "config", "clock", "persistence"}
 # The pure tracker twin (in_flight and the modules it is split into) and the twin selector.
 TRACKER_CORE = {"in_flight", "in_flight_entry", "in_flight_acquisition", "in_flight_transitions",
-                "in_flight_invariants", "acknowledgement_request", "tracker_buffers"}
+                "in_flight_invariants", "in_flight_start_offset", "acknowledgement_request", "tracker_buffers"}
 LAYER1 = TRACKER_CORE | {"tracker"}
 
 
