@@ -1,8 +1,12 @@
-"""Tracker benchmarks (issue: share-partition leader core), both twins in one run, seeded workloads.
+"""Tracker benchmarks, both twins side by side in one pytest-benchmark group, seeded workloads.
 
 Run with `make bench`. Targets for the native twin: whole-batch cycle <= 2 us; per-offset acks one
-offset per call >= 20x the twin; one 500-type acknowledgement >= 50M offsets/s; <= 16 bytes per
-per-offset record and <= 200 bytes per whole batch; 100k records in 1k batches expiring <= 2 ms.
+offset per call >= 20x the twin; one 500-type acknowledgement >= 50M offsets/s; 100k records in 1k
+batches expiring <= 2 ms. The memory targets (<= 16 bytes per per-offset record, <= 200 bytes per whole
+batch) are asserted by the tests at the end of this file. The window sweep runs the whole-batch cycle,
+single-offset acknowledgements and `next_fetch_offset` with 10^3 ... 10^6 records in flight: flat rows
+mean the cost of an operation does not grow with the window. With `--benchmark-disable` (as `make test` runs it) every
+benchmark runs once, in seconds.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import uuid
 import pytest
 
 from sharegroup import AcknowledgementBatch, FetchedBatch, ManualClock, ShareGroupConfig
+from sharegroup.tracker import pure_tracker_class
 
 BATCH = 500
 LOCK_MS = 30_000
@@ -50,7 +55,7 @@ def _drain(t, member, base):
         t.complete(w[0], True, 0)
 
 
-@pytest.mark.benchmark(group="per-offset acknowledgement, one offset per call")
+@pytest.mark.benchmark(group="per-offset acknowledgement, one offset per call (500 calls a round)")
 def test_per_offset_ack_one_per_call(benchmark, twin):
     t = new(twin)
     rng = random.Random(7)
@@ -58,21 +63,24 @@ def test_per_offset_ack_one_per_call(benchmark, twin):
     state = {"base": 0}
 
     def setup():
+        # Untimed: re-acquire and accept what the previous round released, then acquire a fresh batch.
         base = state["base"]
+        if base:
+            _drain(t, "m", base - BATCH)
         state["base"] = base + BATCH
         t.acquire("m", [FetchedBatch(base, base + BATCH - 1)], BATCH, 0)
         # The requests arrive decoded (the wire layer builds these objects): prebuilt, untimed.
         requests = [[AcknowledgementBatch(base + i, base + i, (types[i],))] for i in range(BATCH)]
-        return (base, requests), {}
+        return (requests,), {}
 
-    def acks(base, requests):
+    def acks(requests):
         begin, complete = t.begin_acknowledge, t.complete
         for req in requests:
             complete(begin("m", req, 0)[0], True, 0)
-        _drain(t, "m", base)
 
     benchmark.pedantic(acks, setup=setup, rounds=40, warmup_rounds=2)
     benchmark.extra_info["acks_per_round"] = BATCH
+    _drain(t, "m", state["base"] - BATCH)
     assert t.in_flight_count == 0
 
 
@@ -119,6 +127,93 @@ def test_lock_expiry_storm(benchmark, twin):
     benchmark.pedantic(storm, setup=setup, rounds=15, warmup_rounds=1)
 
 
+# ---------------------------------------------------------------- window-size sweep
+
+WINDOWS = [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
+
+
+def _held_window(twin, size):
+    """A tracker holding `size` acquired records in batches of BATCH at [0, size)."""
+    t = new(twin)
+    for base in range(0, size, BATCH):
+        t.acquire("m", [FetchedBatch(base, base + BATCH - 1)], BATCH, 0)
+    assert t.in_flight_count == size
+    return t
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"window={w:.0e}")
+def test_sweep_whole_batch_cycle(benchmark, twin, window):
+    """Steady state with `window` records in flight: accept the oldest batch (the SPSO advances past
+    it) and acquire a new one at the end, as a consumer lagging by `window` records does."""
+    benchmark.group = f"sweep: whole-batch cycle with {window:.0e} records in flight"
+    t = _held_window(twin, window)
+    state = {"head": 0}
+    accept = (1,)
+
+    def cycle():
+        head = state["head"]
+        w = t.begin_acknowledge("m", [AcknowledgementBatch(head, head + BATCH - 1, accept)], 0)
+        t.complete(w[0], True, 0)
+        tail = head + window
+        t.acquire("m", [FetchedBatch(tail, tail + BATCH - 1)], BATCH, 0)
+        state["head"] = head + BATCH
+
+    benchmark(cycle)
+    assert t.start_offset == state["head"] and t.in_flight_count == window
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"window={w:.0e}")
+def test_sweep_per_offset_ack(benchmark, twin, window):
+    """Steady state with `window` records in flight: accept the oldest batch one offset per call (its
+    entry splits to per-offset state, the SPSO advances by one each call); a new batch is acquired at
+    the end in the untimed setup."""
+    benchmark.group = f"sweep: per-offset acks, one offset per call (500 a round), {window:.0e} in flight"
+    t = _held_window(twin, window)
+    state = {"head": 0}
+    accept = (1,)
+
+    def setup():
+        head = state["head"]
+        state["head"] = head + BATCH
+        tail = head + window
+        t.acquire("m", [FetchedBatch(tail, tail + BATCH - 1)], BATCH, 0)
+        return ([[AcknowledgementBatch(head + i, head + i, accept)] for i in range(BATCH)],), {}
+
+    def acks(requests):
+        begin, complete = t.begin_acknowledge, t.complete
+        for req in requests:
+            complete(begin("m", req, 0)[0], True, 0)
+
+    benchmark.pedantic(acks, setup=setup, rounds=30, warmup_rounds=2)
+    benchmark.extra_info["acks_per_round"] = BATCH
+    assert t.start_offset == state["head"] and t.in_flight_count == window
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"window={w:.0e}")
+def test_sweep_next_fetch_offset_walk(benchmark, twin, window):
+    """The worst case of `next_fetch_offset` with `window` acquired records in flight: a record near the
+    start was released, fetched (the walk stops there) and re-acquired, so the next call walks every
+    entry to the end offset. Repeated calls with nothing released start where the last walk ended and
+    cost O(1); this is the walk a redelivery near the start costs once."""
+    benchmark.group = f"sweep: next_fetch_offset walk over {window:.0e} acquired records (batches of 500)"
+    t = _held_window(twin, window)
+    state = {"round": 0}
+
+    def setup():
+        offset = state["round"] % BATCH
+        state["round"] += 1
+        w = t.begin_acknowledge("m", [AcknowledgementBatch(offset, offset, (2,))], 0)
+        t.complete(w[0], True, 0)
+        assert t.next_fetch_offset() == offset
+        t.acquire("m", [FetchedBatch(0, BATCH - 1)], 1, 0)
+        return (), {}
+
+    assert benchmark.pedantic(t.next_fetch_offset, setup=setup, rounds=200, warmup_rounds=2) == window
+
+
+# ---------------------------------------------------------------- memory targets (tests, not timings)
+
+
 def _traced(fn):
     tracemalloc.start()
     try:
@@ -130,36 +225,48 @@ def _traced(fn):
     return after - before, keep
 
 
-@pytest.mark.benchmark(group="memory")
-def test_memory_per_offset_and_per_batch(benchmark, twin):
+def _native_only(twin):
+    if twin is pure_tracker_class():
+        pytest.skip("the memory targets are the native twin's; the pure twin keeps Python objects "
+                    "(an entry is a slotted object, per-offset state is bytearrays and arrays)")
+
+
+def test_memory_per_split_offset_is_at_most_16_bytes(twin):
+    """1M offsets in 1k producer batches, each split to per-offset state by a one-offset ack."""
+    _native_only(twin)
     offsets = 1_000_000
 
     def per_offset_window():
         t = new(twin)
-        # 1M offsets in 1k producer batches, each split to per-offset state by a one-offset ack
         for i in range(1000):
             base = i * 1000
             t.acquire("m", [FetchedBatch(base, base + 999)], 1000, 0)
-            t.complete(t.begin_acknowledge("m", [AcknowledgementBatch(base + 999, base + 999, (1,))], 0)[0], True, 0)
+            t.complete(t.begin_acknowledge("m", [AcknowledgementBatch(base + 999, base + 999, (1,))], 0)[0],
+                       True, 0)
         return t
 
-    t0 = new(twin)
-    del t0
-    per_offset_bytes, t = _traced(per_offset_window)
+    used, t = _traced(per_offset_window)
     assert t.in_flight_count == offsets
+    assert t.record_state(offsets - 1).state == 2 and t.record_state(offsets - 2).state == 1
+    print(f"\n{twin.__module__}: {used / offsets:.2f} bytes per split offset")
+    assert used / offsets <= 16
+
+
+def test_memory_per_whole_batch_entry_is_at_most_200_bytes(twin):
+    """10k whole producer batches of 10 records each, acquired and held at batch level."""
+    _native_only(twin)
+    batches = 10_000
 
     def whole_batches():
         t = new(twin)
-        for i in range(10_000):
+        for i in range(batches):
             t.acquire("m", [FetchedBatch(i * 10, i * 10 + 9)], 10, 0)
         return t
 
-    per_batch_bytes, t2 = _traced(whole_batches)
-    benchmark.extra_info["bytes_per_offset_per_offset_state"] = round(per_offset_bytes / offsets, 2)
-    benchmark.extra_info["bytes_per_whole_batch"] = round(per_batch_bytes / 10_000, 1)
-    print(f"\n{twin.__module__}: {per_offset_bytes / offsets:.2f} bytes/offset (per-offset state), "
-          f"{per_batch_bytes / 10_000:.1f} bytes/whole batch")
-    benchmark.pedantic(lambda: None, rounds=1)
+    used, t = _traced(whole_batches)
+    assert t.in_flight_count == batches * 10
+    print(f"\n{twin.__module__}: {used / batches:.1f} bytes per whole-batch entry")
+    assert used / batches <= 200
 
 
 @pytest.mark.benchmark(group="SharePartition: acquire + async acknowledge through InMemoryPersister")

@@ -8,69 +8,48 @@ Representation. The window is a sorted list of *entries*, one per acquired produ
 entry holds one state for its whole range (batch level, O(1) memory) until an operation touches only
 part of it; then it switches to per-offset state held in flat arrays (15 bytes an offset: state,
 transition flag, delivery count, owner index, lock deadline), never a Python object per record. Lock
-deadlines sit in a heap of (deadline_ms, entry first offset), so expiry visits only what is due.
+deadlines sit in a heap of (deadline_ms, entry first offset), so expiry visits only what is due. A
+running count of terminal records keeps the delivery-complete count (sent with every write) off the
+window: no operation but `state_batches`, `begin_release` and `_check` walks all entries.
+
+Modules (each mirrored by a file of the Cython twin, `_native/`):
+`in_flight` (this class; `tracker.pyx`), `in_flight_entry` (state ids, one entry; `in_flight_entry.pxi`),
+`in_flight_acquisition` (`in_flight_acquisition.pxi`), `in_flight_transitions` (acknowledgement, release,
+completion, lock expiry; `in_flight_transitions.pxi`), `acknowledgement_request` (the request parser;
+`acknowledgement_request.pxi`), `in_flight_start_offset` (the SPSO advance; `in_flight_start_offset.pxi`),
+`in_flight_invariants` (`_check`; `in_flight_invariants.pxi`) and `tracker_buffers` (run builders;
+`tracker_buffers.pxi`, which also holds the C helpers). The lock heap of the Cython twin (`lock_heap.pxi`)
+is `heapq` here.
 """
 
 from __future__ import annotations
 
 import heapq
-from array import array
 from bisect import bisect_right
 from typing import Iterable, Sequence
 
 from .errors import Errors, ShareError
+from .in_flight_acquisition import _acquire
+from .in_flight_entry import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, MAX_DELIVERY_COUNT, RELEASE,
+                              _Entry, terminal)
+from .in_flight_invariants import _check_invariants
+from .in_flight_start_offset import _advance, _scan_start
+from .in_flight_transitions import _begin_acknowledge, _begin_release, _complete, _expire_locks
+from .tracker_buffers import add_run
 from .types import AcquiredRecords, RecordState, RecordView, StateBatch, TrackerWrite
 
 __all__ = ["InFlightTracker"]
-
-AVAILABLE = 0
-ACQUIRED = 1
-ACKNOWLEDGED = 2
-ARCHIVED = 4
-IN_TRANSITION = 1  # flag bit: the record's visible state awaits a persister answer (two-phase)
-_MAX_DC = 255  # delivery counts are bytes; Kafka's limit is at most 10 (25 for the broker maximum)
-
-_GAP, _ACCEPT, _RELEASE, _REJECT, _RENEW = 0, 1, 2, 3, 4
-
-
-def _terminal(state: int) -> bool:
-    return state == ACKNOWLEDGED or state == ARCHIVED
-
-
-class _Entry:
-    """One cached range [first, last]: batch-level state, or per-offset arrays once split."""
-
-    __slots__ = ("first", "last", "state", "flags", "dc", "member", "deadline",
-                 "ostate", "oflags", "odc", "omember", "odeadline")
-
-    def __init__(self, first: int, last: int, state: int, dc: int, member: int, deadline: int) -> None:
-        self.first = first
-        self.last = last
-        self.state = state
-        self.flags = 0
-        self.dc = dc
-        self.member = member
-        self.deadline = deadline
-        self.ostate = None  # bytearray | None: per-offset state once the entry is split
-
-    def explode(self) -> None:
-        """Switch to per-offset state; every offset inherits the batch's state, owner and deadline."""
-        if self.ostate is not None:
-            return
-        n = self.last - self.first + 1
-        self.ostate = bytearray([self.state]) * n
-        self.oflags = bytearray([self.flags]) * n
-        self.odc = bytearray([self.dc]) * n
-        self.omember = array("i", [self.member]) * n
-        self.odeadline = array("q", [self.deadline]) * n
 
 
 class InFlightTracker:
     """In-flight records of one share-partition: acquisition, acknowledgement, locks, SPSO/SPEO.
 
     Offsets: `start_offset` (SPSO) is the lowest offset not known to be terminal; `end_offset` (SPEO)
-    is exclusive, one past the last in-flight offset. Runtime complexity of every operation is
-    O(entries touched + offsets of split entries touched); whole producer batches move in O(1).
+    is exclusive, one past the last in-flight offset. Runtime complexity of acquire, acknowledge,
+    complete and expiry: O(log entries + entries touched + offsets of split entries touched), plus a
+    list insert when a range lands in a hole; whole producer batches move in O(1). `begin_release` and
+    `state_batches` walk the window; `next_fetch_offset` walks from where its last walk ended (amortized
+    O(1) while nothing below becomes AVAILABLE again).
     """
 
     def __init__(
@@ -86,7 +65,7 @@ class InFlightTracker:
             raise ValueError("start_offset must be >= 0")
         if record_lock_duration_ms <= 0:
             raise ValueError("record_lock_duration_ms must be > 0")
-        if not 1 <= delivery_count_limit <= _MAX_DC - 1:
+        if not 1 <= delivery_count_limit <= MAX_DELIVERY_COUNT - 1:
             raise ValueError("delivery_count_limit out of range")
         if partition_max_record_locks <= 0:
             raise ValueError("partition_max_record_locks must be > 0")
@@ -105,6 +84,17 @@ class InFlightTracker:
         self._member_names: list[str] = [""]
         self._spso = int(start_offset)
         self._speo = int(start_offset)
+        # Terminal offsets in all entries (below the SPSO too), kept exact by every state change, so
+        # counting those at or above the SPSO never walks the window.
+        self._terminal_total = 0
+        # The persisted-gap window (see `load`): holes in [max(SPSO, _gap_start), _gap_end) are acquirable
+        # while _gap_end >= 0, which lasts until the SPEO moves past _gap_end (the SPEO at load).
+        self._gap_start = 0
+        self._gap_end = -1
+        # No AVAILABLE record outside a transition and no acquirable hole lies in [SPSO, _fetch_scan_from):
+        # `next_fetch_offset` starts its walk there. Set by the walk; lowered by whatever makes a record
+        # AVAILABLE again (commit or rollback, lock expiry, a record-limit range).
+        self._fetch_scan_from = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -152,38 +142,68 @@ class InFlightTracker:
         self._heap = []
         self._transitions = {}
         self._spso = self._speo = int(start_offset)
+        self._terminal_total = 0
+        self._gap_start = 0
+        self._gap_end = -1
+        # No AVAILABLE record outside a transition and no acquirable hole lies in [SPSO, _fetch_scan_from):
+        # `next_fetch_offset` starts its walk there. Set by the walk; lowered by whatever makes a record
+        # AVAILABLE again (commit or rollback, lock expiry, a record-limit range).
+        self._fetch_scan_from = 0
 
     def load(self, start_offset: int, state_batches: Iterable[Sequence[int]]) -> None:
         """Rebuild the window from persisted state (SPEC §4.7); all-or-nothing.
 
         Each persisted batch becomes one entry. Holes between `start_offset` and the batches are
-        offsets whose fate is unknown (acquired when the last leader failed): they become AVAILABLE
-        entries with delivery count 0, so they are acquirable and a client reports non-records as GAP.
+        offsets whose fate is unknown (acquired when the last leader failed, or never records). They
+        form the persisted-gap window, as in Kafka: while the SPEO has not moved past the last persisted
+        batch, fetched data inside a hole is acquired as a new range (delivery count 1), the SPSO stops
+        at the first hole not yet passed, and `next_fetch_offset` points at it. Once an acquisition
+        moves the SPEO past the last persisted batch, the holes left are natural gaps.
         """
         batches = [tuple(b) for b in state_batches]
         prev_last = start_offset - 1
         for b in batches:
             if len(b) != 4:
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"malformed persisted state batch {b!r}")
-            first, last, state, dc = b
+            first, last, state, delivery_count = b
             if first < start_offset or last < first or first <= prev_last:
                 raise ShareError(
                     Errors.UNKNOWN_SERVER_ERROR,
                     f"persisted state batch {b!r} is below the start offset {start_offset} or out of order",
                 )
-            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or dc < 0:
+            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or delivery_count < 0:
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"persisted state batch {b!r} has a bad state or count")
             prev_last = last
         self.reset(start_offset)
         pos = start_offset
-        for first, last, state, dc in batches:
-            if first > pos:
-                self._append_entry(_Entry(pos, first - 1, AVAILABLE, 0, 0, 0))
+        first_hole = -1
+        for first, last, state, delivery_count in batches:
+            if first > pos and first_hole < 0:
+                first_hole = pos
             # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
-            self._append_entry(_Entry(first, last, AVAILABLE if state == ACQUIRED else state, min(dc, _MAX_DC), 0, 0))
+            state = AVAILABLE if state == ACQUIRED else state
+            self._append_entry(_Entry(first, last, state, min(delivery_count, MAX_DELIVERY_COUNT), 0, 0))
+            if terminal(state):
+                self._terminal_total += last - first + 1
             pos = last + 1
         self._speo = pos
-        self._advance()
+        if first_hole >= 0:
+            self._gap_start = first_hole
+            self._gap_end = pos
+        _advance(self)
+
+    def _set_state(self, e: _Entry, state: int) -> None:
+        """Set the state of batch-level entry `e`, keeping the terminal total exact."""
+        if terminal(state) != terminal(e.state):
+            self._terminal_total += (e.last - e.first + 1) if terminal(state) else -(e.last - e.first + 1)
+        e.state = state
+
+    def _set_offset_state(self, e: _Entry, k: int, state: int) -> None:
+        """Set the state of offset e.first + k of split entry `e`, keeping both terminal counts exact."""
+        change = terminal(state) - terminal(e.offset_states[k])
+        e.terminal_count += change
+        self._terminal_total += change
+        e.offset_states[k] = state
 
     def _append_entry(self, e: _Entry) -> None:
         self._entries.append(e)
@@ -195,12 +215,12 @@ class InFlightTracker:
         self._firsts.insert(i, e.first)
 
     def _member(self, member_id: str) -> int:
-        m = self._member_index.get(member_id)
-        if m is None:
-            m = len(self._member_names)
-            self._member_index[member_id] = m
+        owner = self._member_index.get(member_id)
+        if owner is None:
+            owner = len(self._member_names)
+            self._member_index[member_id] = owner
             self._member_names.append(member_id)
-        return m
+        return owner
 
     def _index_from(self, offset: int) -> int:
         """Index of the first entry whose last offset is >= `offset`."""
@@ -214,37 +234,58 @@ class InFlightTracker:
     # ------------------------------------------------------------------ queries
 
     def next_fetch_offset(self) -> int:
-        """The first AVAILABLE offset not awaiting a write, or SPEO when none is inside the window."""
-        spso = self._spso
-        for i in range(self._index_from(spso), len(self._entries)):
+        """The first AVAILABLE offset not awaiting a write or acquirable persisted-gap hole, else the SPEO.
+
+        Runtime complexity: O(entries walked), amortized O(1) while the answer does not move back: the
+        walk starts where the last one ended unless a record became AVAILABLE below it since.
+        """
+        offset = self._next_fetch_offset_from(max(self._spso, self._fetch_scan_from))
+        self._fetch_scan_from = offset
+        return offset
+
+    def _next_fetch_offset_from(self, start: int) -> int:
+        """`next_fetch_offset`, walking from `start` (>= SPSO) on."""
+        # The next acquirable hole of the persisted-gap window (none when the window is closed).
+        hole = max(start, self._gap_start) if self._gap_end >= 0 else self._speo
+        for i in range(self._index_from(start), len(self._entries)):
             e = self._entries[i]
-            if e.ostate is None:
+            if e.first > hole:
+                return hole
+            if e.last >= hole:
+                hole = e.last + 1
+            if e.offset_states is None:
                 if e.state == AVAILABLE and not e.flags:
-                    return max(e.first, spso)
+                    return max(e.first, start)
                 continue
-            k = max(spso - e.first, 0)
-            ostate, oflags = e.ostate, e.oflags
+            k = max(start - e.first, 0)
+            offset_states, offset_flags = e.offset_states, e.offset_flags
             while True:
-                k = ostate.find(b"\x00", k)
+                k = offset_states.find(AVAILABLE, k)
                 if k < 0:
                     break
-                if not oflags[k]:
+                if not offset_flags[k]:
                     return e.first + k
                 k += 1
-        return self._speo
+        return min(hole, self._speo)
+
+    def _records_available_from(self, offset: int) -> None:
+        """Records at or above `offset` may have become AVAILABLE: the next walk must look there."""
+        if offset < self._fetch_scan_from:
+            self._fetch_scan_from = offset
 
     def record_state(self, offset: int) -> RecordView | None:
-        """State, delivery count and owner of `offset`; None outside the window or in a natural gap."""
+        """State, delivery count and owner of `offset`; None outside the window or in a hole."""
         if offset < self._spso or offset >= self._speo:
             return None
         i = bisect_right(self._firsts, offset) - 1
         if i < 0 or self._entries[i].last < offset:
             return None
         e = self._entries[i]
-        if e.ostate is None:
-            return RecordView(RecordState(e.state), e.dc, self._member_names[e.member])
+        if e.offset_states is None:
+            return RecordView(RecordState(e.state), e.delivery_count, self._member_names[e.member])
         k = offset - e.first
-        return RecordView(RecordState(e.ostate[k]), e.odc[k], self._member_names[e.omember[k]])
+        return RecordView(RecordState(e.offset_states[k]), e.offset_delivery_counts[k],
+                          self._member_names[e.offset_members[k]])
 
     def state_batches(self) -> list[StateBatch]:
         """The window [SPSO, SPEO) as minimal runs of (state, delivery count); ACQUIRED shows as 1."""
@@ -252,24 +293,31 @@ class InFlightTracker:
         spso = self._spso
         for i in range(self._index_from(spso), len(self._entries)):
             e = self._entries[i]
-            if e.ostate is None:
-                _add_run(out, max(e.first, spso), e.last, e.state, e.dc)
+            if e.offset_states is None:
+                add_run(out, max(e.first, spso), e.last, e.state, e.delivery_count)
             else:
                 for k in range(max(spso - e.first, 0), e.last - e.first + 1):
-                    _add_run(out, e.first + k, e.first + k, e.ostate[k], e.odc[k])
+                    add_run(out, e.first + k, e.first + k, e.offset_states[k], e.offset_delivery_counts[k])
         return [StateBatch(r[0], r[1], r[2], r[3]) for r in out]
 
     def _count_terminal_from(self, start: int) -> int:
-        n = 0
-        for i in range(self._index_from(start), len(self._entries)):
-            e = self._entries[i]
-            if e.ostate is None:
-                if _terminal(e.state):
-                    n += e.last - max(e.first, start) + 1
+        """Terminal records at or above `start`: the running total minus those below `start`.
+
+        Runtime complexity: O(entries below `start`), almost always 0 or 1 (wholly terminal entries
+        below the SPSO are dropped), plus a C-level count over the part of one split entry below it.
+        """
+        total = self._terminal_total
+        for e in self._entries:
+            if e.first >= start:
+                break
+            end = min(e.last, start - 1)
+            if e.offset_states is None:
+                if terminal(e.state):
+                    total -= end - e.first + 1
             else:
-                k = max(start - e.first, 0)  # count in place: slicing would copy the entry's states
-                n += e.ostate.count(ACKNOWLEDGED, k) + e.ostate.count(ARCHIVED, k)
-        return n
+                j = end - e.first + 1  # count in place: slicing would copy the entry's states
+                total -= e.offset_states.count(ACKNOWLEDGED, 0, j) + e.offset_states.count(ARCHIVED, 0, j)
+        return total
 
     # ------------------------------------------------------------------ acquisition
 
@@ -284,189 +332,8 @@ class InFlightTracker:
         aborted_transactions: Sequence[Sequence[int]] = (),
         read_committed: bool = False,
     ) -> list[AcquiredRecords]:
-        """Acquire records of `fetched` producer-batch headers for `member_id` (SPEC §4.5, §4.8, §4.10).
-
-        Cached AVAILABLE records are re-acquired; offsets past SPEO are acquired as new entries at
-        producer-batch granularity. `max_records` and the in-flight limit are soft (rounded up to the end
-        of a producer batch) unless the tracker is in record-limit mode. `batch_size` > 0 cuts new
-        ranges at producer-batch boundaries. `fetch_offset` >= 0 says where the log read started:
-        AVAILABLE records between it and the first fetched batch no longer exist (compaction) and are
-        archived. Nothing is persisted: ACQUIRED is never written.
-        """
-        if not isinstance(member_id, str) or not member_id:
-            raise ShareError(Errors.INVALID_REQUEST, "member id must be a non-empty string")
-        nfetched = len(fetched)
-        prev_last = -1
-        for b in fetched:
-            base, last = b[0], b[1]
-            if base < 0 or last < base or base <= prev_last:
-                raise ShareError(
-                    Errors.INVALID_REQUEST, f"fetched batches must be ascending, disjoint and non-empty: {tuple(b)!r}"
-                )
-            prev_last = last
-        if max_records <= 0 or nfetched == 0:
-            return []
-        if batch_size < 0:
-            raise ShareError(Errors.INVALID_REQUEST, f"batch size {batch_size} is negative")
-        first_base = fetched[0][0]
-        if 0 <= fetch_offset < first_base:
-            self._archive(max(fetch_offset, self._spso), first_base - 1, AVAILABLE)
-        m = self._member(member_id)
-        deadline = now_ms + self._lock_ms
-        runs: list[list[int]] = []  # [first, last, dc] ascending, merged when contiguous and equal
-        lo = max(first_base, self._spso)
-        hi = fetched[-1][1]
-        acquired = 0
-        stop = False
-        limit = self._limit
-        throttle = self._throttle
-        if hi >= lo:
-            i = self._index_from(lo)
-            entries = self._entries
-            while i < len(entries) and not stop and acquired < max_records:
-                e = entries[i]
-                if e.first > hi:
-                    break
-                a = max(e.first, lo)
-                b = min(e.last, hi)
-                if e.ostate is None:
-                    if e.state != AVAILABLE or e.flags:
-                        i += 1
-                        continue
-                    size = e.last - e.first + 1
-                    throttled = e.dc >= throttle
-                    if throttled and acquired > 0:
-                        stop = True  # poison isolation: redeliveries this deep go out on their own
-                        break
-                    cap = max(1, size >> (e.dc - throttle + 1)) if throttled else size
-                    if self._record_limit:
-                        cap = min(cap, max_records - acquired)
-                    if a == e.first and b == e.last and cap >= size and not (
-                        throttled and e.dc == limit - 1 and limit > 2 and size > 1
-                    ):
-                        e.state = ACQUIRED
-                        e.dc = min(e.dc + 1, _MAX_DC)
-                        e.member = m
-                        e.deadline = deadline
-                        heapq.heappush(self._heap, (deadline, e.first))
-                        _add_acq(runs, e.first, e.last, e.dc)
-                        acquired += size
-                        if throttled:
-                            stop = True
-                        i += 1
-                        continue
-                    e.explode()
-                got, stop = self._acquire_offsets(e, a, b, m, deadline, runs, acquired, max_records)
-                acquired += got
-                i += 1
-            if not stop and acquired < max_records and hi >= self._speo:
-                acquired += self._acquire_new(fetched, max(lo, self._speo), m, deadline, runs,
-                                              max_records - acquired, batch_size)
-        if read_committed and runs:
-            self._archive_aborted(fetched, aborted_transactions, runs)
-        self._advance()
-        return [AcquiredRecords(r[0], r[1], r[2]) for r in runs]
-
-    def _acquire_offsets(self, e: _Entry, a: int, b: int, m: int, deadline: int, runs: list,
-                         acquired: int, max_records: int) -> tuple[int, bool]:
-        """Acquire the AVAILABLE offsets of split entry `e` in [a, b]; returns (count, stop)."""
-        ostate, oflags, odc = e.ostate, e.oflags, e.odc
-        f = e.first
-        maxdc = -1
-        for k in range(a - f, b - f + 1):
-            if ostate[k] == AVAILABLE and not oflags[k] and odc[k] > maxdc:
-                maxdc = odc[k]
-        if maxdc < 0:
-            return 0, False
-        limit = self._limit
-        throttle = self._throttle
-        throttled = maxdc >= throttle
-        if throttled and acquired > 0:
-            return 0, True
-        cap = max(1, (e.last - f + 1) >> (maxdc - throttle + 1)) if throttled else (1 << 62)
-        if self._record_limit:
-            cap = min(cap, max_records - acquired)
-        got = 0
-        stop = throttled
-        for k in range(a - f, b - f + 1):
-            if ostate[k] != AVAILABLE or oflags[k]:
-                continue
-            if got >= cap:
-                stop = True
-                break
-            dc = odc[k]
-            last_attempt = limit > 2 and dc == limit - 1
-            if last_attempt and (acquired + got) > 0:
-                stop = True
-                break
-            dc = min(dc + 1, _MAX_DC)
-            ostate[k] = ACQUIRED
-            odc[k] = dc
-            e.omember[k] = m
-            e.odeadline[k] = deadline
-            _add_acq(runs, f + k, f + k, dc)
-            got += 1
-            if last_attempt:
-                stop = True
-                break
-        if got:
-            heapq.heappush(self._heap, (deadline, f))
-        return got, stop
-
-    def _acquire_new(self, fetched: Sequence[Sequence], nf: int, m: int, deadline: int, runs: list,
-                     remaining: int, batch_size: int) -> int:
-        """Acquire new offsets from `nf` on, whole producer batches at a time; returns the count."""
-        allowance = self._max_locks - (self._speo - self._spso)
-        if allowance <= 0:
-            return 0
-        budget = min(remaining, allowance)
-        j = 0
-        n = len(fetched)
-        while j < n and fetched[j][1] < nf:
-            j += 1
-        if j == n:
-            return 0
-        if self._speo == self._spso and nf > self._spso:
-            # The window is empty and the log has nothing before nf: the new range starts the window.
-            self._spso = nf
-        # Pick whole producer batches until the budget is reached (the crossing batch is included).
-        segments: list[list[int]] = []  # [first, last]
-        last = -1
-        while j < n:
-            base, blast = fetched[j][0], fetched[j][1]
-            start = max(base, nf)
-            if last >= 0 and last - nf + 1 >= budget:
-                break
-            if not segments or (batch_size > 0 and start - segments[-1][0] >= batch_size):
-                segments.append([start, blast])
-            else:
-                segments[-1][1] = blast
-            last = blast
-            j += 1
-        acquired = 0
-        for first, slast in segments:
-            size = slast - first + 1
-            if self._record_limit and acquired + size > budget:
-                take = budget - acquired
-                e = _Entry(first, slast, AVAILABLE, 0, 0, 0)
-                e.explode()
-                if take > 0:
-                    for k in range(take):
-                        e.ostate[k] = ACQUIRED
-                        e.odc[k] = 1
-                        e.omember[k] = m
-                        e.odeadline[k] = deadline
-                    heapq.heappush(self._heap, (deadline, first))
-                    _add_acq(runs, first, first + take - 1, 1, batch_size == 0)
-                    acquired += take
-            else:
-                e = _Entry(first, slast, ACQUIRED, 1, m, deadline)
-                heapq.heappush(self._heap, (deadline, first))
-                _add_acq(runs, first, slast, 1, batch_size == 0)
-                acquired += size
-            self._append_entry(e)
-            self._speo = slast + 1
-        return acquired
+        return _acquire(self, member_id, fetched, max_records, now_ms, fetch_offset, batch_size, aborted_transactions,
+                        read_committed)
 
     def _archive(self, a: int, b: int, from_state: int, pending_too: bool = False) -> int:
         """Archive the records in [a, b] whose state is `from_state`; returns how many.
@@ -483,69 +350,24 @@ class InFlightTracker:
             if e.first > b:
                 break
             lo, hi = max(e.first, a), min(e.last, b)
-            if e.ostate is None:
+            if e.offset_states is None:
                 if e.state != from_state or (e.flags and not pending_too):
                     continue
                 if lo == e.first and hi == e.last:
-                    e.state = ARCHIVED
+                    self._set_state(e, ARCHIVED)
                     e.flags = 0
                     e.member = 0
                     n += hi - lo + 1
                     continue
-                e.explode()
-            ostate, oflags, omember = e.ostate, e.oflags, e.omember
+                e.split_per_offset()
+            offset_states, offset_flags, offset_members = e.offset_states, e.offset_flags, e.offset_members
             for k in range(lo - e.first, hi - e.first + 1):
-                if ostate[k] == from_state and (pending_too or not oflags[k]):
-                    ostate[k] = ARCHIVED
-                    oflags[k] = 0
-                    omember[k] = 0
+                if offset_states[k] == from_state and (pending_too or not offset_flags[k]):
+                    self._set_offset_state(e, k, ARCHIVED)
+                    offset_flags[k] = 0
+                    offset_members[k] = 0
                     n += 1
         return n
-
-    def _archive_aborted(self, fetched: Sequence[Sequence], aborted: Sequence[Sequence[int]], runs: list) -> None:
-        """read_committed: archive just-acquired records of aborted transactions and control batches,
-        and cut them out of the acquired runs (SPEC §4.8)."""
-        pending = sorted((int(t[1]), int(t[0])) for t in aborted)  # (first_offset, producer_id)
-        p = 0
-        active: set[int] = set()
-        cut: list[tuple[int, int]] = []
-        for b in fetched:
-            base, last = b[0], b[1]
-            pid = b[2] if len(b) > 2 else -1
-            txn = bool(b[3]) if len(b) > 3 else False
-            control = bool(b[4]) if len(b) > 4 else False
-            while p < len(pending) and pending[p][0] <= last:
-                active.add(pending[p][1])
-                p += 1
-            if control:
-                cut.append((base, last))
-                active.discard(pid)  # an abort marker ends the aborted transaction
-            elif txn and pid in active:
-                cut.append((base, last))
-        if not cut:
-            return
-        new_runs: list[list[int]] = []
-        ci = 0
-        for first, last, dc in runs:
-            pos = first
-            while ci < len(cut) and cut[ci][1] < pos:
-                ci += 1
-            cj = ci
-            while pos <= last:
-                if cj < len(cut) and cut[cj][0] <= last:
-                    c0, c1 = cut[cj]
-                    if c0 > pos:
-                        _add_acq(new_runs, pos, c0 - 1, dc, False)
-                    lo, hi = max(c0, pos), min(c1, last)
-                    if lo <= hi:
-                        self._archive(lo, hi, ACQUIRED)
-                    pos = hi + 1
-                    if c1 <= last:
-                        cj += 1
-                else:
-                    _add_acq(new_runs, pos, last, dc, False)
-                    pos = last + 1
-        runs[:] = new_runs
 
     # ------------------------------------------------------------------ acknowledgement
 
@@ -557,106 +379,22 @@ class InFlightTracker:
         what to persist; pass its `transition_id` to `complete`. RENEW restarts locks at once and
         persists nothing.
         """
-        m = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
-        plan = _validate_ack_shape(batches)
-        spso, speo = self._spso, self._speo
-        for first, last, types in plan:
-            if last < spso:
-                continue
-            if last >= speo:
-                raise ShareError(
-                    Errors.INVALID_REQUEST,
-                    f"acknowledgement of offsets {first}-{last} goes past the in-flight window ending at {speo - 1}",
-                )
-            a = max(first, spso)
-            i = bisect_right(self._firsts, a) - 1
-            if i < 0 or self._entries[i].last < a:
-                raise ShareError(Errors.INVALID_RECORD_STATE, f"no in-flight batch holds offset {a}")
-            while i < len(self._entries):
-                e = self._entries[i]
-                if e.first > last:
-                    break
-                lo, hi = max(e.first, a), min(e.last, last)
-                if e.ostate is None:
-                    if e.state != ACQUIRED or e.flags or e.member != m:
-                        raise ShareError(Errors.INVALID_RECORD_STATE, _not_acquired_message(lo, e.state, e.flags, e.member, m))
-                else:
-                    ostate, oflags, omember = e.ostate, e.oflags, e.omember
-                    for k in range(lo - e.first, hi - e.first + 1):
-                        if ostate[k] != ACQUIRED or oflags[k] or omember[k] != m:
-                            raise ShareError(
-                                Errors.INVALID_RECORD_STATE,
-                                _not_acquired_message(e.first + k, ostate[k], oflags[k], omember[k], m),
-                            )
-                i += 1
-        # Validated: apply. From here on nothing can fail.
-        writes: list[StateBatch] = []
-        ranges: list[tuple[int, int]] = []
-        out: list[list[int]] = []
-        deadline = now_ms + self._lock_ms
-        for first, last, types in plan:
-            if last < spso:
-                continue
-            a = max(first, spso)
-            i = bisect_right(self._firsts, a) - 1
-            single = types[0] if len(types) == 1 else -1
-            while i < len(self._entries):
-                e = self._entries[i]
-                if e.first > last:
-                    break
-                lo, hi = max(e.first, a), min(e.last, last)
-                t = single
-                if t < 0:
-                    seg = types[lo - first: hi - first + 1]
-                    if seg.count(seg[0]) == len(seg):
-                        t = seg[0]
-                if e.ostate is None and t >= 0 and lo == e.first and hi == e.last:
-                    if t == _RENEW:
-                        e.deadline = deadline
-                        heapq.heappush(self._heap, (deadline, e.first))
-                    else:
-                        e.state = self._ack_target(t, e.dc)
-                        e.flags = IN_TRANSITION
-                        e.member = 0
-                        _add_run(out, lo, hi, e.state, e.dc)
-                        _add_range(ranges, lo, hi)
-                    i += 1
-                    continue
-                e.explode()
-                renewed = False
-                for k in range(lo - e.first, hi - e.first + 1):
-                    tk = t if t >= 0 else types[e.first + k - first]
-                    if tk == _RENEW:
-                        e.odeadline[k] = deadline
-                        renewed = True
-                        continue
-                    s = self._ack_target(tk, e.odc[k])
-                    e.ostate[k] = s
-                    e.oflags[k] = IN_TRANSITION
-                    e.omember[k] = 0
-                    _add_run(out, e.first + k, e.first + k, s, e.odc[k])
-                    _add_range(ranges, e.first + k, e.first + k)
-                if renewed:
-                    heapq.heappush(self._heap, (deadline, e.first))
-                i += 1
-        for r in out:
-            writes.append(StateBatch(r[0], r[1], r[2], r[3]))
-        return self._pending(m, ranges, writes)
+        return _begin_acknowledge(self, member_id, batches, now_ms)
 
-    def _ack_target(self, ack_type: int, dc: int) -> int:
-        if ack_type == _ACCEPT:
+    def _ack_target(self, ack_type: int, delivery_count: int) -> int:
+        if ack_type == ACCEPT:
             return ACKNOWLEDGED
-        if ack_type == _RELEASE:
-            return ARCHIVED if dc >= self._limit else AVAILABLE
+        if ack_type == RELEASE:
+            return ARCHIVED if delivery_count >= self._limit else AVAILABLE
         return ARCHIVED  # REJECT and GAP
 
-    def _pending(self, m: int, ranges: list[tuple[int, int]], writes: list[StateBatch]) -> TrackerWrite:
+    def _pending(self, owner: int, ranges: list[tuple[int, int]], writes: list[StateBatch]) -> TrackerWrite:
         if not ranges:
             return TrackerWrite(0, [], self._spso, self._count_terminal_from(self._spso))
         tid = self._next_tid
         self._next_tid += 1
-        self._transitions[tid] = (m, ranges)
-        start = self._scan_start(ranges)
+        self._transitions[tid] = (owner, ranges)
+        start = _scan_start(self, ranges)
         return TrackerWrite(tid, writes, start, self._count_terminal_from(start))
 
     def begin_release(self, member_id: str, now_ms: int) -> TrackerWrite:
@@ -665,34 +403,7 @@ class InFlightTracker:
         The delivery count is kept, so a consumer that keeps crashing on a record cannot loop forever;
         records at the limit, or below the SPSO, are archived. Pending until `complete`.
         """
-        m = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
-        ranges: list[tuple[int, int]] = []
-        out: list[list[int]] = []
-        if m > 0:
-            spso = self._spso
-            for e in self._entries:
-                if e.ostate is None:
-                    if e.state != ACQUIRED or e.flags or e.member != m:
-                        continue
-                    if e.first >= spso or e.dc >= self._limit:
-                        e.state = ARCHIVED if (e.dc >= self._limit or e.last < spso) else AVAILABLE
-                        e.flags = IN_TRANSITION
-                        e.member = 0
-                        _add_run(out, e.first, e.last, e.state, e.dc)
-                        _add_range(ranges, e.first, e.last)
-                        continue
-                    e.explode()
-                for k in range(e.last - e.first + 1):
-                    if e.ostate[k] != ACQUIRED or e.oflags[k] or e.omember[k] != m:
-                        continue
-                    off = e.first + k
-                    s = ARCHIVED if (e.odc[k] >= self._limit or off < spso) else AVAILABLE
-                    e.ostate[k] = s
-                    e.oflags[k] = IN_TRANSITION
-                    e.omember[k] = 0
-                    _add_run(out, off, off, s, e.odc[k])
-                    _add_range(ranges, off, off)
-        return self._pending(m, ranges, [StateBatch(r[0], r[1], r[2], r[3]) for r in out])
+        return _begin_release(self, member_id, now_ms)
 
     def complete(self, transition_id: int, committed: bool, now_ms: int) -> None:
         """Commit or roll back a pending transition once its write answered (SPEC §4.6).
@@ -701,58 +412,7 @@ class InFlightTracker:
         becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO). Records archived by a log
         start move meanwhile stay archived.
         """
-        t = self._transitions.pop(transition_id, None)
-        if t is None:
-            raise ShareError(Errors.INVALID_REQUEST, f"unknown transition {transition_id}")
-        m, ranges = t
-        spso = self._spso
-        limit = self._limit
-        for a, b in ranges:
-            for i in range(self._index_from(a), len(self._entries)):
-                e = self._entries[i]
-                if e.first > b:
-                    break
-                lo, hi = max(e.first, a), min(e.last, b)
-                if e.ostate is None:
-                    if lo == e.first and hi == e.last:
-                        if not e.flags:
-                            continue
-                        if committed:
-                            e.flags = 0
-                            continue
-                        if e.deadline > now_ms:
-                            e.flags = 0
-                            e.state = ACQUIRED
-                            e.member = m
-                            # The lock may have been popped by an expiry pass that ran "later" than
-                            # now_ms; a fresh heap item guarantees the record still expires.
-                            heapq.heappush(self._heap, (e.deadline, e.first))
-                            continue
-                        if e.first >= spso or e.dc >= limit:
-                            e.flags = 0
-                            e.state = ARCHIVED if e.dc >= limit else AVAILABLE
-                            e.member = 0
-                            continue
-                    e.explode()  # straddles the SPSO: offsets below it archive, the rest do not
-                earliest = -1
-                for k in range(lo - e.first, hi - e.first + 1):
-                    if not e.oflags[k]:
-                        continue
-                    e.oflags[k] = 0
-                    if committed:
-                        continue
-                    d = e.odeadline[k]
-                    if d <= now_ms:
-                        e.ostate[k] = ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE
-                        e.omember[k] = 0
-                    else:
-                        e.ostate[k] = ACQUIRED
-                        e.omember[k] = m
-                        if earliest < 0 or d < earliest:
-                            earliest = d
-                if earliest >= 0:
-                    heapq.heappush(self._heap, (earliest, e.first))
-        self._advance()
+        return _complete(self, transition_id, committed, now_ms)
 
     # ------------------------------------------------------------------ locks and the log start
 
@@ -763,44 +423,7 @@ class InFlightTracker:
         record awaits a write changes nothing now; the rollback, if any, finds it expired.
         Runtime complexity: O(due heap items × log heap + offsets of split entries they name).
         """
-        heap = self._heap
-        limit = self._limit
-        spso = self._spso
-        out: list[list[int]] = []
-        count = 0
-        while heap and heap[0][0] <= now_ms:
-            _d, first = heapq.heappop(heap)
-            i = bisect_right(self._firsts, first) - 1
-            if i < 0 or self._firsts[i] != first:
-                continue
-            e = self._entries[i]
-            if e.ostate is None:
-                if e.state != ACQUIRED or e.flags or e.deadline > now_ms:
-                    continue
-                if e.first >= spso or e.dc >= limit:
-                    e.state = ARCHIVED if (e.dc >= limit or e.last < spso) else AVAILABLE
-                    e.member = 0
-                    out.append([e.first, e.last, e.state, e.dc])
-                    count += e.last - e.first + 1
-                    continue
-                e.explode()
-            ostate, oflags, odeadline = e.ostate, e.oflags, e.odeadline
-            for k in range(e.last - e.first + 1):
-                if ostate[k] == ACQUIRED and not oflags[k] and odeadline[k] <= now_ms:
-                    s = ARCHIVED if (e.odc[k] >= limit or e.first + k < spso) else AVAILABLE
-                    ostate[k] = s
-                    e.omember[k] = 0
-                    out.append([e.first + k, e.first + k, s, e.odc[k]])
-                    count += 1
-        if not out:
-            return 0, TrackerWrite(0, [], self._spso, self._count_terminal_from(self._spso))
-        out.sort()
-        merged: list[list[int]] = []
-        for r in out:
-            _add_run(merged, r[0], r[1], r[2], r[3])
-        self._advance()
-        return count, TrackerWrite(0, [StateBatch(r[0], r[1], r[2], r[3]) for r in merged],
-                                   self._spso, self._count_terminal_from(self._spso))
+        return _expire_locks(self, now_ms)
 
     def update_log_start_offset(self, log_start_offset: int) -> None:
         """Retention moved the log start: AVAILABLE records below it are archived (SPEC §4.9).
@@ -815,195 +438,12 @@ class InFlightTracker:
         self._spso = lso
         if self._speo < lso:
             self._speo = lso
-        self._advance()
-
-    # ------------------------------------------------------------------ SPSO advance
-
-    def _scan_start(self, allowed: list[tuple[int, int]] | None) -> int:
-        """Where the SPSO lands after the leading run of terminal records (natural gaps skipped).
-
-        Records awaiting a write stop the run, except those inside `allowed` (the ranges of the
-        transition whose write is being prepared: once it is durable they are done).
-        """
-        pos = self._spso
-        entries = self._entries
-        i = self._index_from(pos)
-        ri = 0
-        nr = len(allowed) if allowed else 0
-        while i < len(entries):
-            e = entries[i]
-            if e.first > pos:
-                pos = e.first
-            if e.ostate is None:
-                if _terminal(e.state):
-                    if not e.flags:
-                        pos = e.last + 1
-                        i += 1
-                        continue
-                    while ri < nr and allowed[ri][1] < pos:
-                        ri += 1
-                    if ri < nr and allowed[ri][0] <= pos and allowed[ri][1] >= e.last:
-                        pos = e.last + 1
-                        i += 1
-                        continue
-                return pos
-            ostate, oflags = e.ostate, e.oflags
-            k = pos - e.first
-            size = e.last - e.first + 1
-            while k < size:
-                s = ostate[k]
-                if s != ACKNOWLEDGED and s != ARCHIVED:
-                    return e.first + k
-                if oflags[k]:
-                    off = e.first + k
-                    while ri < nr and allowed[ri][1] < off:
-                        ri += 1
-                    if not (ri < nr and allowed[ri][0] <= off):
-                        return off
-                k += 1
-            pos = e.last + 1
-            i += 1
-        return max(pos, self._speo)
-
-    def _advance(self) -> None:
-        """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
-        start = self._scan_start(None)
-        if start > self._spso:
-            self._spso = start
-        spso = self._spso
-        drop = 0
-        for e in self._entries:
-            if e.last >= spso or not _entry_done(e):
-                break
-            drop += 1
-        if drop:
-            del self._entries[:drop]
-            del self._firsts[:drop]
-        if not self._entries:
-            self._speo = max(self._speo, self._spso)
-            if not self._transitions:
-                self._heap.clear()
+        _advance(self)
 
     # ------------------------------------------------------------------ invariants
 
     def _check(self) -> None:
         """Assert every invariant of the window; tests call it after each step."""
-        assert 0 <= self._spso <= self._speo, (self._spso, self._speo)
-        assert len(self._entries) == len(self._firsts)
-        prev_last = -1
-        flagged = False
-        heap_min: dict[int, int] = {}
-        for d, f in self._heap:
-            if d < heap_min.get(f, 1 << 62):
-                heap_min[f] = d
-        for idx, e in enumerate(self._entries):
-            assert self._firsts[idx] == e.first
-            assert e.first <= e.last < self._speo, (e.first, e.last, self._speo)
-            assert e.first > prev_last, "entries overlap or are unsorted"
-            prev_last = e.last
-            n = e.last - e.first + 1
-            if e.ostate is None:
-                recs = [(e.first, e.state, e.flags, e.dc, e.member, e.deadline)]
-            else:
-                assert len(e.ostate) == len(e.oflags) == len(e.odc) == len(e.omember) == len(e.odeadline) == n
-                recs = [(e.first + k, e.ostate[k], e.oflags[k], e.odc[k], e.omember[k], e.odeadline[k])
-                        for k in range(n)]
-            for off, s, fl, dc, mem, dl in recs:
-                assert s in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), s
-                assert 0 <= mem < len(self._member_names)
-                if s == ACQUIRED:
-                    assert mem != 0 and dc >= 1 and not fl, (off, s, mem, dc, fl)
-                    assert heap_min.get(e.first, 1 << 62) <= dl, f"acquired offset {off} has no lock timer"
-                else:
-                    assert mem == 0, (off, s, mem)
-                flagged = flagged or bool(fl)
-                if s == AVAILABLE:
-                    assert off >= self._spso, f"offset {off} below the SPSO is AVAILABLE"
-            if e.last < self._spso:
-                assert not _entry_done(e) or idx > 0, "a done entry below the SPSO should have been dropped"
-        # Pending transitions name real members and well-formed ranges; flagged records imply one.
-        for m, ranges in self._transitions.values():
-            assert 0 < m < len(self._member_names)
-            for a, b in ranges:
-                assert a <= b
-        if flagged:
-            assert self._transitions, "records in transition without a pending transition"
-        # The SPSO is fully advanced: the record at the SPSO (if any) is not done.
-        assert self._scan_start(None) <= self._spso, "SPSO not advanced over a terminal run"
+        return _check_invariants(self)
 
 
-def _entry_done(e: _Entry) -> bool:
-    if e.ostate is None:
-        return _terminal(e.state) and not e.flags
-    return (e.ostate.count(ACKNOWLEDGED) + e.ostate.count(ARCHIVED) == len(e.ostate)) and not any(e.oflags)
-
-
-def _add_run(out: list, first: int, last: int, state: int, dc: int) -> None:
-    if out:
-        r = out[-1]
-        if r[1] + 1 == first and r[2] == state and r[3] == dc:
-            r[1] = last
-            return
-    out.append([first, last, state, dc])
-
-
-def _add_acq(runs: list, first: int, last: int, dc: int, merge: bool = True) -> None:
-    if merge and runs:
-        r = runs[-1]
-        if r[1] + 1 == first and r[2] == dc:
-            r[1] = last
-            return
-    runs.append([first, last, dc])
-
-
-def _add_range(ranges: list, a: int, b: int) -> None:
-    if ranges and ranges[-1][1] + 1 == a:
-        ranges[-1] = (ranges[-1][0], b)
-    else:
-        ranges.append((a, b))
-
-
-def _not_acquired_message(offset: int, state: int, flags: int, member: int, m: int) -> str:
-    if flags:
-        return f"offset {offset} is awaiting a previous acknowledgement"
-    if state != ACQUIRED:
-        return f"offset {offset} is {RecordState(state).name}, not ACQUIRED"
-    return f"offset {offset} is acquired by another member"
-
-
-def _validate_ack_shape(batches: Sequence[Sequence]) -> list[tuple[int, int, tuple]]:
-    """The request checks Kafka's broker makes before the leader sees the batches (INVALID_REQUEST)."""
-    plan = []
-    prev_last = -1
-    for ab in batches:
-        try:
-            first, last, types = ab[0], ab[1], ab[2]
-        except (TypeError, IndexError):
-            raise ShareError(Errors.INVALID_REQUEST, f"malformed acknowledgement batch {ab!r}") from None
-        if not isinstance(first, int) or not isinstance(last, int) or isinstance(first, bool):
-            raise ShareError(Errors.INVALID_REQUEST, f"acknowledgement offsets must be integers: {ab!r}")
-        if first < 0 or first > last:
-            raise ShareError(Errors.INVALID_REQUEST, f"acknowledgement batch first offset {first} > last offset {last}")
-        if plan and first <= prev_last:
-            raise ShareError(
-                Errors.INVALID_REQUEST, f"acknowledgement batches must be ascending and disjoint ({first} <= {prev_last})"
-            )
-        if isinstance(types, int):
-            types = (types,)
-        try:
-            types = tuple(types)
-        except TypeError:
-            raise ShareError(Errors.INVALID_REQUEST, f"acknowledge types must be a tuple of ints: {ab!r}") from None
-        if not types:
-            raise ShareError(Errors.INVALID_REQUEST, f"acknowledgement batch {first}-{last} has no acknowledge types")
-        if len(types) != 1 and len(types) != last - first + 1:
-            raise ShareError(
-                Errors.INVALID_REQUEST,
-                f"acknowledgement batch {first}-{last} has {len(types)} types for {last - first + 1} offsets",
-            )
-        for t in types:
-            if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= 4:
-                raise ShareError(Errors.INVALID_REQUEST, f"unknown acknowledge type {t!r}")
-        plan.append((first, last, tuple(int(t) for t in types)))
-        prev_last = last
-    return plan

@@ -43,8 +43,9 @@ class TrackerMachine(RuleBasedStateMachine):
         limit=st.integers(2, 6),
         max_locks=st.integers(8, 60),
         record_limit=st.booleans(),
-        persisted=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4), st.sampled_from([0, 2, 4]),
-                                     st.integers(0, 6)), max_size=4),
+        # Persisted state with holes (the persisted-gap window) before and between its batches.
+        persisted=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([0, 2, 4]),
+                                     st.integers(0, 6)), max_size=5),
     )
     def setup(self, start, limit, max_locks, record_limit, persisted):
         kw = dict(record_lock_duration_ms=LOCK_MS, delivery_count_limit=limit,
@@ -76,8 +77,10 @@ class TrackerMachine(RuleBasedStateMachine):
     @rule(
         member=st.sampled_from(MEMBERS),
         skip=st.integers(0, 2),
-        sizes=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=5),
+        sizes=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 6)), min_size=1, max_size=5),
         from_nfo=st.booleans(),
+        anywhere=st.one_of(st.none(), st.integers(0, 40)),
+        into_hole=st.one_of(st.none(), st.integers(0, 100)),
         max_records=st.integers(0, 25),
         batch_size=st.sampled_from([0, 0, 1, 3, 8]),
         pass_fetch_offset=st.booleans(),
@@ -85,16 +88,31 @@ class TrackerMachine(RuleBasedStateMachine):
         aborted=st.lists(st.tuples(st.integers(1, 3), st.integers(0, 12)), max_size=2),
         read_committed=st.booleans(),
     )
-    def acquire(self, member, skip, sizes, from_nfo, max_records, batch_size, pass_fetch_offset, txn, aborted,
-                read_committed):
+    def acquire(self, member, skip, sizes, from_nfo, anywhere, into_hole, max_records, batch_size, pass_fetch_offset,
+                txn, aborted, read_committed):
         nfo = self.model.next_fetch_offset()
         fetch_offset = nfo if from_nfo else self.model.end_offset
+        if anywhere is not None:
+            # A read from any offset of the window: it may land wholly inside a hole between entries.
+            fetch_offset = self.model.start_offset + anywhere % (self.model.in_flight_count + 4)
+        holes = [o for o in range(self.model.start_offset, self.model.end_offset) if o not in self.model.recs]
+        hole_end = None
+        if into_hole is not None and holes:
+            # A read that starts inside a hole between entries (natural or persisted-gap); half of these
+            # reads end inside the hole too (the log has records there: compaction left them, say).
+            fetch_offset = holes[into_hole % len(holes)]
+            if into_hole % 2 == 0:
+                hole_end = next((o for o in range(fetch_offset, self.model.end_offset) if o in self.model.recs),
+                                self.model.end_offset)
         pos = max(fetch_offset - 1, 0) if skip == 2 else fetch_offset + skip
         fetched = []
         for i, (gap, size) in enumerate(sizes):
             pos += gap if i else 0
             is_txn, is_control, pid = txn[i] if i < len(txn) else (False, False, -1)
-            fetched.append(FetchedBatch(pos, pos + size - 1, pid if is_txn or is_control else -1, is_txn, is_control))
+            last = pos + size - 1 if hole_end is None else min(pos + size - 1, hole_end - 1)
+            if last < pos:
+                break
+            fetched.append(FetchedBatch(pos, last, pid if is_txn or is_control else -1, is_txn, is_control))
             pos += size
         aborted_txns = [AbortedTransaction(pid, fetch_offset + off) for pid, off in aborted]
         self._all("acquire", member, fetched, max_records, self.now,

@@ -10,15 +10,16 @@ from __future__ import annotations
 from sharegroup.errors import Errors, ShareError
 from sharegroup.types import AcquiredRecords, RecordState, RecordView, StateBatch
 
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (int(s) for s in RecordState)
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
 class Rec:
-    __slots__ = ("state", "dc", "member", "deadline", "tid")
+    __slots__ = ("state", "delivery_count", "member", "deadline", "tid")
 
-    def __init__(self, state, dc, member="", deadline=0):
-        self.state, self.dc, self.member, self.deadline, self.tid = state, dc, member, deadline, 0
+    def __init__(self, state, delivery_count, member="", deadline=0):
+        self.state, self.delivery_count, self.member = state, delivery_count, member
+        self.deadline, self.tid = deadline, 0
 
 
 class TrackerModel:
@@ -34,6 +35,13 @@ class TrackerModel:
         self.entries: list[list[int]] = []  # [first, last], sorted
         self.trans: dict[int, tuple[str, list[int]]] = {}
         self.next_tid = 1
+        self.gap_start, self.gap_end = 0, -1  # persisted-gap window; open while gap_end >= 0
+
+    def _holes(self):
+        """The acquirable holes of the persisted-gap window (empty when it is closed)."""
+        if self.gap_end < 0:
+            return []
+        return [o for o in range(max(self.spso, self.gap_start), self.gap_end) if o not in self.recs]
 
     # -- observables
     @property
@@ -56,17 +64,14 @@ class TrackerModel:
         return sum(1 for o, r in self.recs.items() if o >= s and r.state in TERMINAL)
 
     def next_fetch_offset(self):
-        for o in sorted(self.recs):
-            r = self.recs[o]
-            if o >= self.spso and r.state == AVAILABLE and not r.tid:
-                return o
-        return self.speo
+        found = [o for o, r in self.recs.items() if o >= self.spso and r.state == AVAILABLE and not r.tid]
+        return min(found + self._holes()[:1] + [self.speo])
 
     def record_state(self, o):
         if o < self.spso or o >= self.speo or o not in self.recs:
             return None
         r = self.recs[o]
-        return RecordView(RecordState(r.state), r.dc, r.member)
+        return RecordView(RecordState(r.state), r.delivery_count, r.member)
 
     def state_batches(self):
         out = []
@@ -74,25 +79,34 @@ class TrackerModel:
             if o < self.spso:
                 continue
             r = self.recs[o]
-            if out and out[-1][1] + 1 == o and out[-1][2] == r.state and out[-1][3] == r.dc:
+            if out and out[-1][1] + 1 == o and out[-1][2] == r.state and out[-1][3] == r.delivery_count:
                 out[-1][1] = o
             else:
-                out.append([o, o, r.state, r.dc])
+                out.append([o, o, r.state, r.delivery_count])
         return [StateBatch(*b) for b in out]
 
     # -- helpers
-    def _advance(self):
-        pos = self.spso
-        for o in sorted(o for o in self.recs if o >= self.spso):
-            r = self.recs[o]
-            if r.state in TERMINAL and not r.tid:
-                pos = o + 1
+    def _scan(self, tid=0):
+        """Where the SPSO lands: past terminal records not awaiting a write (or awaiting `tid`) and past
+        holes, except that an open gap window stops it at a hole at the SPSO or at/above the gap start."""
+        for o in range(self.spso, self.speo):
+            r = self.recs.get(o)
+            if r is None:
+                if self.gap_end >= 0 and (o == self.spso or o >= self.gap_start):
+                    return o
                 continue
-            pos = o
-            break
-        else:
-            pos = max(pos, self.speo)
-        self.spso = max(self.spso, pos)
+            if r.state in TERMINAL and (not r.tid or r.tid == tid):
+                continue
+            return o
+        return self.speo
+
+    def _close_window(self):
+        if self.gap_end >= 0 and (self.speo != self.gap_end or self.spso >= self.gap_end):
+            self.gap_end = -1
+
+    def _advance(self):
+        self._close_window()
+        self.spso = max(self.spso, self._scan())
         while self.entries:
             f, last = self.entries[0]
             if last >= self.spso:
@@ -104,6 +118,7 @@ class TrackerModel:
             self.entries.pop(0)
         if not self.entries:
             self.speo = max(self.speo, self.spso)
+        self._close_window()
 
     def _entry_of(self, o):
         for e in self.entries:
@@ -117,17 +132,18 @@ class TrackerModel:
         self.recs.clear()
         self.entries.clear()
         self.trans.clear()
+        self.gap_start, self.gap_end = 0, -1
         pos = start_offset
-        for f, last, s, dc in batches:
-            if f > pos:
-                self.entries.append([pos, f - 1])
-                for o in range(pos, f):
-                    self.recs[o] = Rec(AVAILABLE, 0)
+        for f, last, s, delivery_count in batches:
+            if f > pos and self.gap_end < 0:
+                self.gap_start, self.gap_end = pos, 0  # gap_end is set to the SPEO below
             self.entries.append([f, last])
             for o in range(f, last + 1):
-                self.recs[o] = Rec(AVAILABLE if s == ACQUIRED else s, min(dc, 255))
+                self.recs[o] = Rec(AVAILABLE if s == ACQUIRED else s, min(delivery_count, 255))
             pos = last + 1
         self.speo = pos
+        if self.gap_end >= 0:
+            self.gap_end = pos
         self._advance()
 
     def acquire(self, member, fetched, max_records, now, fetch_offset=-1, batch_size=0, aborted=(),
@@ -155,22 +171,31 @@ class TrackerModel:
         acquired = 0
         stop = False
         if hi >= lo:
+            cursor = lo
+            overlapped = False
             for e in list(self.entries):
                 if e[1] < lo:
                     continue
                 if e[0] > hi or stop or acquired >= max_records:
                     break
+                overlapped = True
+                if self.gap_end >= 0 and max(cursor, self.gap_start) < e[0]:
+                    acquired += self._new(fetched, max(cursor, self.gap_start), e[0] - 1, member, deadline, runs,
+                                          max_records - acquired, batch_size)
+                    if acquired >= max_records:
+                        break
+                cursor = e[1] + 1
                 a, b = max(e[0], lo), min(e[1], hi)
                 avail = [o for o in range(a, b + 1) if self.recs[o].state == AVAILABLE and not self.recs[o].tid]
                 if not avail:
                     continue
-                maxdc = max(self.recs[o].dc for o in avail)
-                throttled = maxdc >= self.throttle
+                max_delivery_count = max(self.recs[o].delivery_count for o in avail)
+                throttled = max_delivery_count >= self.throttle
                 if throttled and acquired > 0:
                     stop = True
                     break
                 size = e[1] - e[0] + 1
-                cap = max(1, size >> (maxdc - self.throttle + 1)) if throttled else 1 << 62
+                cap = max(1, size >> (max_delivery_count - self.throttle + 1)) if throttled else 1 << 62
                 if self.record_limit:
                     cap = min(cap, max_records - acquired)
                 got = 0
@@ -180,49 +205,62 @@ class TrackerModel:
                         stop = True
                         break
                     r = self.recs[o]
-                    last_attempt = self.limit > 2 and r.dc == self.limit - 1
+                    last_attempt = self.limit > 2 and r.delivery_count == self.limit - 1
                     if last_attempt and acquired + got > 0:
                         stop = True
                         break
-                    r.state, r.dc, r.member, r.deadline = ACQUIRED, min(r.dc + 1, 255), member, deadline
-                    _add(runs, o, o, r.dc)
+                    r.state, r.delivery_count, r.member, r.deadline = ACQUIRED, min(r.delivery_count + 1,
+                                                                                    255), member, deadline
+                    _add(runs, o, o, r.delivery_count)
                     got += 1
                     if last_attempt:
                         stop = True
                         break
                 acquired += got
-            if not stop and acquired < max_records and hi >= self.speo:
-                acquired += self._new(fetched, max(lo, self.speo), member, deadline, runs,
-                                      max_records - acquired, batch_size)
+            if not stop and acquired < max_records:
+                if self.gap_end >= 0 or not overlapped:
+                    h0 = max(cursor, self.gap_start) if self.gap_end >= 0 else cursor
+                    acquired += self._new(fetched, h0, min(hi, self.speo - 1), member, deadline, runs,
+                                          max_records - acquired, batch_size)
+                if acquired < max_records and hi >= self.speo:
+                    allowance = self.max_locks - (self.speo - self.spso)
+                    acquired += self._new(fetched, max(cursor, self.speo), hi, member, deadline, runs,
+                                          min(max_records - acquired, allowance), batch_size)
+        if runs and self.gap_end >= 0:
+            self.gap_start = max(self.gap_start, runs[-1][1] + 1)
         if read_committed and runs:
             runs = self._aborted(fetched, aborted, runs)
         self._advance()
         return [AcquiredRecords(*r) for r in runs]
 
-    def _new(self, fetched, nf, member, deadline, runs, remaining, batch_size):
-        allowance = self.max_locks - (self.speo - self.spso)
-        if allowance <= 0:
+    def _new(self, fetched, lo, hi, member, deadline, runs, budget, batch_size):
+        """New entries from the fetched offsets in [lo, hi]: whole producer batches until `budget`
+        (counted from lo) is reached; batch_size cuts end each entry just before the next cut."""
+        if budget <= 0 or hi < lo:
             return 0
-        budget = min(remaining, allowance)
-        batches = [b for b in fetched if b[1] >= nf]
-        if not batches:
-            return 0
-        if self.speo == self.spso and nf > self.spso:
-            self.spso = nf
+        batches = [b for b in fetched if b[1] >= lo and b[0] <= hi]
         segs = []
         last = -1
         for b in batches:
-            start = max(b[0], nf)
-            if last >= 0 and last - nf + 1 >= budget:
+            if last >= 0 and last - lo + 1 >= budget:
                 break
-            if not segs or (batch_size > 0 and start - segs[-1][0] >= batch_size):
-                segs.append([start, b[1]])
+            start, end = max(b[0], lo), min(b[1], hi)
+            if segs and batch_size > 0 and start - segs[-1][0] >= batch_size:
+                segs[-1][1] = start - 1
+                segs.append([start, end])
+            elif segs:
+                segs[-1][1] = end
             else:
-                segs[-1][1] = b[1]
-            last = b[1]
+                segs.append([start, end])
+            last = end
+        if not segs:
+            return 0
+        if not any(o in self.recs for o in range(self.spso, segs[0][0])):
+            self.spso = max(self.spso, segs[0][0])
         got = 0
         for f, last in segs:
             self.entries.append([f, last])
+            self.entries.sort()
             for o in range(f, last + 1):
                 if self.record_limit and got >= budget:
                     self.recs[o] = Rec(AVAILABLE, 0)
@@ -230,7 +268,7 @@ class TrackerModel:
                     self.recs[o] = Rec(ACQUIRED, 1, member, deadline)
                     _add(runs, o, o, 1, batch_size == 0 or o != f)
                     got += 1
-            self.speo = last + 1
+            self.speo = max(self.speo, last + 1)
         return got
 
     def _aborted(self, fetched, aborted, runs):
@@ -251,14 +289,14 @@ class TrackerModel:
             elif txn and pid in active:
                 cut.update(range(b[0], b[1] + 1))
         out = []
-        for f, last, dc in runs:
+        for f, last, delivery_count in runs:
             for o in range(f, last + 1):
                 if o in cut:
                     r = self.recs[o]
                     if r.state == ACQUIRED:
                         r.state, r.member = ARCHIVED, ""
                 else:
-                    _add(out, o, o, dc, o != f and o - 1 not in cut)
+                    _add(out, o, o, delivery_count, o != f and o - 1 not in cut)
         return out
 
     def begin_acknowledge(self, member, batches, now):
@@ -299,17 +337,17 @@ class TrackerModel:
                 if t == 4:
                     r.deadline = now + self.lock_ms
                     continue
-                r.state = self._target(t, r.dc)
+                r.state = self._target(t, r.delivery_count)
                 r.member, r.tid = "", tid
                 changed.append(o)
-                _add4(writes, o, r.state, r.dc)
+                _add4(writes, o, r.state, r.delivery_count)
         return self._pending(member, changed, writes)
 
-    def _target(self, t, dc):
+    def _target(self, t, delivery_count):
         if t == 1:
             return ACKNOWLEDGED
         if t == 2:
-            return ARCHIVED if dc >= self.limit else AVAILABLE
+            return ARCHIVED if delivery_count >= self.limit else AVAILABLE
         return ARCHIVED
 
     def _pending(self, member, changed, writes):
@@ -321,16 +359,7 @@ class TrackerModel:
         for o in changed:
             self.recs[o].tid = tid
         # The start offset once this transition commits: others' pending records still block.
-        pos = self.spso
-        for o in sorted(o for o in self.recs if o >= self.spso):
-            r = self.recs[o]
-            if r.state in TERMINAL and (not r.tid or r.tid == tid):
-                pos = o + 1
-                continue
-            pos = o
-            break
-        else:
-            pos = max(pos, self.speo)
+        pos = self._scan(tid)
         return (tid, [StateBatch(*w) for w in writes], pos, self._terminal_from(pos))
 
     def begin_release(self, member, now):
@@ -339,10 +368,10 @@ class TrackerModel:
         for o in sorted(self.recs):
             r = self.recs[o]
             if r.state == ACQUIRED and not r.tid and r.member == member and member:
-                r.state = ARCHIVED if (r.dc >= self.limit or o < self.spso) else AVAILABLE
+                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
                 r.member, r.tid = "", tid
                 changed.append(o)
-                _add4(writes, o, r.state, r.dc)
+                _add4(writes, o, r.state, r.delivery_count)
         return self._pending(member, changed, writes)
 
     def complete(self, tid, committed, now):
@@ -357,7 +386,7 @@ class TrackerModel:
             if committed:
                 continue
             if r.deadline <= now:
-                r.state = ARCHIVED if (r.dc >= self.limit or o < self.spso) else AVAILABLE
+                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
                 r.member = ""
             else:
                 r.state, r.member = ACQUIRED, member
@@ -369,10 +398,10 @@ class TrackerModel:
         for o in sorted(self.recs):
             r = self.recs[o]
             if r.state == ACQUIRED and not r.tid and r.deadline <= now:
-                r.state = ARCHIVED if (r.dc >= self.limit or o < self.spso) else AVAILABLE
+                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
                 r.member = ""
                 n += 1
-                _add4(writes, o, r.state, r.dc)
+                _add4(writes, o, r.state, r.delivery_count)
         if n:
             self._advance()
         return n, (0, [StateBatch(*w) for w in writes], self.spso, self._terminal_from(self.spso))
@@ -389,15 +418,15 @@ class TrackerModel:
         self._advance()
 
 
-def _add(runs, f, last, dc, merge=True):
-    if merge and runs and runs[-1][1] + 1 == f and runs[-1][2] == dc:
+def _add(runs, f, last, delivery_count, merge=True):
+    if merge and runs and runs[-1][1] + 1 == f and runs[-1][2] == delivery_count:
         runs[-1][1] = last
     else:
-        runs.append([f, last, dc])
+        runs.append([f, last, delivery_count])
 
 
-def _add4(out, o, s, dc):
-    if out and out[-1][1] + 1 == o and out[-1][2] == s and out[-1][3] == dc:
+def _add4(out, o, s, delivery_count):
+    if out and out[-1][1] + 1 == o and out[-1][2] == s and out[-1][3] == delivery_count:
         out[-1][1] = o
     else:
-        out.append([o, o, s, dc])
+        out.append([o, o, s, delivery_count])
