@@ -51,7 +51,7 @@ class Group:
             self.epochs[m] = (await self.gc.share_group_heartbeat(G, m, 0, ["orders"], client_id="bench")).member_epoch
         for m in MEMBER_IDS:  # reconcile everyone to the final target
             self.epochs[m] = (await self.gc.share_group_heartbeat(G, m, self.epochs[m], client_id="bench")).member_epoch
-        assert all(len(a[TOPIC]) == PARTITIONS // MEMBERS for a in self.gc._groups[G].target.values())
+        assert all(len(a[TOPIC]) == PARTITIONS // MEMBERS for a in self.gc._store.groups[G].target.values())
 
     async def round(self, full: bool) -> None:
         names = ["orders"] if full else None
@@ -110,7 +110,7 @@ def test_assignment_recompute_in_heartbeat(benchmark, group):
             state["joined"] = False
 
         group.run(change())
-        g = group.gc._groups[G]
+        g = group.gc._store.groups[G]
         assert g.assignment_epoch < g.group_epoch
 
     def recompute():
@@ -118,7 +118,7 @@ def test_assignment_recompute_in_heartbeat(benchmark, group):
         group.epochs[worker] = r.member_epoch
 
     benchmark.pedantic(recompute, setup=setup, rounds=30, iterations=1, warmup_rounds=1)
-    g = group.gc._groups[G]
+    g = group.gc._store.groups[G]
     assert g.assignment_epoch == g.group_epoch and len(g.target) == MEMBERS - 1
     if benchmark.stats is not None:
         report(benchmark, "ms_per_assignment", benchmark.stats.stats.median * 1e3, "ms per assignment")

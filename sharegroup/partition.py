@@ -3,12 +3,15 @@
 It owns an in-flight tracker (layer 1) and reaches durable state only through the `Persister`
 protocol. Acknowledgements and releases are two-phase: the tracker applies them at once (marked in
 transition), the write goes to the persister, and the outcome commits or rolls them back. Lock
-expiry is one-phase: states change at once and a failed write is logged and counted, never undone.
+expiry is one-phase: states change at once and a failed write is logged and counted, never undone;
+its runs are kept and carried by the next write of the share-partition (or retried by the next
+`expire_locks`) until one succeeds, so a record archived at the delivery limit by expiry always
+becomes durable (Kafka forgets a failed expiry write; we do not). A rollback that finds a lock
+expired meanwhile is such an unwritten expiry too.
 """
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 import uuid
@@ -24,6 +27,7 @@ from .types import (
     AcknowledgementBatch,
     AcquiredRecords,
     FetchedBatch,
+    RecordState,
     RecordView,
     StateBatch,
     TrackerWrite,
@@ -103,8 +107,8 @@ class SharePartition:
         )
         self._status = SharePartitionStatus.EMPTY
         self._state_epoch = 0
-        self._init_future: asyncio.Future | None = None
         self.expiry_write_failures = 0
+        self._unwritten = _UnwrittenRuns()
 
     # ------------------------------------------------------------------ state
 
@@ -150,36 +154,43 @@ class SharePartition:
     def state_batches(self) -> list[StateBatch]:
         return self._tracker.state_batches()
 
+    @property
+    def unwritten_expiry_runs(self) -> list[StateBatch]:
+        """Runs of failed lock-expiry writes not yet carried by a successful write (normally empty)."""
+        return self._unwritten.batches()
+
     def _check(self) -> None:
         self._tracker._check()
+        self._unwritten._check()
 
     # ------------------------------------------------------------------ initialization
 
     async def initialize(self) -> None:
-        """Read durable state and build the window (SPEC §4.7); one read however many callers wait."""
-        if self._status is SharePartitionStatus.ACTIVE:
+        """Read durable state and build the window (SPEC §4.7).
+
+        As Kafka's `initializedOrThrowException`: an ACTIVE share-partition returns at once; one that is
+        INITIALIZING (another caller's read is in flight) or FENCED raises LEADER_NOT_AVAILABLE and stays
+        as it is, so the caller answers the fetch with a retriable code and tries again later. A FENCED
+        share-partition never reads again: a newer leader owns the state (the error that fenced it was
+        reported as NOT_LEADER_OR_FOLLOWER). EMPTY and FAILED ones read the state (again).
+        """
+        status = self._status
+        if status is SharePartitionStatus.ACTIVE:
             return
-        if self._status is SharePartitionStatus.FENCED:
-            raise ShareError(Errors.NOT_LEADER_OR_FOLLOWER, "share-partition leader is fenced")
-        if self._init_future is not None:
-            await asyncio.shield(self._init_future)
-            return
+        if status is SharePartitionStatus.INITIALIZING or status is SharePartitionStatus.FENCED:
+            raise ShareError(Errors.LEADER_NOT_AVAILABLE, f"share-partition is {status.value}")
         self._status = SharePartitionStatus.INITIALIZING
-        self._init_future = asyncio.get_running_loop().create_future()
         try:
             await self._do_initialize()
         except BaseException as exc:
             if self._status is not SharePartitionStatus.FENCED:
                 self._status = SharePartitionStatus.FAILED
-            if not isinstance(exc, ShareError):
-                exc = ShareError(Errors.UNKNOWN_SERVER_ERROR, f"initialization failed: {exc!r}")
-            self._init_future.set_exception(exc)
-            self._init_future.exception()  # mark retrieved: waiters re-raise it themselves
-            self._init_future = None
-            raise exc from None
+            if isinstance(exc, ShareError):
+                raise
+            if isinstance(exc, Exception):
+                raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"initialization failed: {exc!r}") from exc
+            raise
         self._status = SharePartitionStatus.ACTIVE
-        self._init_future.set_result(None)
-        self._init_future = None
 
     async def _do_initialize(self) -> None:
         try:
@@ -276,22 +287,55 @@ class SharePartition:
         await self._persist_pending(pending, "write released records")
 
     async def _persist_pending(self, pending: TrackerWrite, what: str) -> None:
-        tid = pending.transition_id
-        if tid == 0:
+        transition_id = pending.transition_id
+        if transition_id == 0:
             return
         try:
             await self._write(pending)
         except ShareError as exc:
-            self._tracker.complete(tid, False, self._clock.now_ms())
+            self._roll_back(pending)
             raise self._persister_failure(exc, what) from None
         except BaseException as exc:  # cancelled or broken persister: the write may not have landed
-            self._tracker.complete(tid, False, self._clock.now_ms())
+            self._roll_back(pending)
             if isinstance(exc, Exception):
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"{what}: {exc!r}") from exc
             raise
-        self._tracker.complete(tid, True, self._clock.now_ms())
+        self._tracker.complete(transition_id, True, self._clock.now_ms())
+
+    def _roll_back(self, pending: TrackerWrite) -> None:
+        """Undo a failed two-phase write. A record whose lock expired while the write was pending comes
+        back AVAILABLE (or ARCHIVED at the delivery limit) rather than ACQUIRED: that is a lock expiry
+        nobody wrote, so its runs join the unwritten expiry runs (carried by the next write).
+        O(offsets of the failed write)."""
+        self._tracker.complete(pending.transition_id, False, self._clock.now_ms())
+        expired: list[StateBatch] = []
+        start_offset = self._tracker.start_offset
+        for batch in pending.state_batches:
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                view = self._tracker.record_state(offset)
+                if view is None:
+                    if offset < start_offset:  # archived at the limit and already passed by the SPSO
+                        expired.append(StateBatch(offset, offset, int(RecordState.ARCHIVED), batch.delivery_count))
+                elif view.state is not RecordState.ACQUIRED:
+                    expired.append(StateBatch(offset, offset, int(view.state), view.delivery_count))
+        if expired:
+            self._unwritten.add(_coalesce(expired))
 
     async def _write(self, pending: TrackerWrite) -> None:
+        """Write `pending`'s runs plus the unwritten expiry runs that still describe the current state.
+
+        The carried runs never overlap `pending`'s own runs (those are newer), and only runs whose
+        (state, delivery count) still equal the durable form of the record's current state are sent,
+        so a carried run can never overwrite a newer state. On success, every unwritten run this write
+        covered (sent, superseded by an own run, or below its start offset) is forgotten; runs added by
+        expiries that failed while it was in flight are kept.
+        """
+        own = pending.state_batches
+        carried: list[StateBatch] = []
+        sequence = self._unwritten.sequence
+        if self._unwritten:
+            carried = self._unwritten.still_current(self._tracker.state_batches(), own, pending.start_offset)
+        batches = sorted([*own, *carried]) if carried else own
         await self._persister.write_state(
             self.group_id,
             self.topic_id,
@@ -299,30 +343,39 @@ class SharePartition:
             state_epoch=self._state_epoch,
             leader_epoch=self.leader_epoch,
             start_offset=pending.start_offset,
-            state_batches=pending.state_batches,
+            state_batches=batches,
             delivery_complete_count=pending.delivery_complete_count,
         )
+        if self._unwritten:
+            self._unwritten.forget(batches, pending.start_offset, sequence)
 
     # ------------------------------------------------------------------ locks and log start
 
     async def expire_locks(self) -> int:
         """Expire the locks due at the clock's now; returns the number of records that expired.
 
-        The new states hold whatever the write's outcome: a failed write is logged and counted in
-        `expiry_write_failures` (the next successful write carries the state forward).
+        The new states hold whatever the write's outcome. A failed write is logged, counted in
+        `expiry_write_failures`, and its runs are kept (`unwritten_expiry_runs`): the next write of
+        this share-partition carries them, and every call here retries them even when no lock is due,
+        until a write succeeds.
         """
         if self._status is not SharePartitionStatus.ACTIVE:
             return 0
         count, pending = self._tracker.expire_locks(self._clock.now_ms())
-        if pending.state_batches:
+        retry = bool(self._unwritten) and self._unwritten.needs_write(self._tracker.state_batches(), pending.start_offset)
+        if pending.state_batches or retry:
             try:
                 await self._write(pending)
-            except Exception as exc:  # one-phase by design (Kafka ignores a failed expiry write)
+            except BaseException as exc:  # one-phase by design: the states stay, the runs are kept
                 self.expiry_write_failures += 1
+                self._unwritten.add(pending.state_batches)
+                if not isinstance(exc, Exception):
+                    raise  # cancelled: the runs are kept all the same
                 if isinstance(exc, ShareError):
                     self._persister_failure(exc, "write expired locks")
-                log.warning("share-partition %s:%s:%d: expired-lock write failed: %r",
-                            self.group_id, self.topic_id, self.partition, exc)
+                log.warning("share-partition %s:%s:%d: expired-lock write failed (%d runs kept for the next "
+                            "write): %r", self.group_id, self.topic_id, self.partition,
+                            len(self._unwritten.batches()), exc)
         return count
 
     def update_log_start_offset(self, log_start_offset: int) -> None:
@@ -331,3 +384,119 @@ class SharePartition:
             raise ShareError(Errors.INVALID_REQUEST, f"log start offset must be an integer >= 0, got {log_start_offset!r}")
         self._require_active()
         self._tracker.update_log_start_offset(log_start_offset)
+
+
+def _durable_form(state: int, delivery_count: int) -> tuple[int, int]:
+    """How a record in `state` is persisted: ACQUIRED is never written, so an acquired record's durable
+    form is AVAILABLE with the count before this delivery (what a new leader must see after failover)."""
+    if state == RecordState.ACQUIRED:
+        return int(RecordState.AVAILABLE), delivery_count - 1
+    return state, delivery_count
+
+
+class _UnwrittenRuns:
+    """Runs of failed lock-expiry writes, kept until a successful write carries or supersedes them.
+
+    Held as sorted, disjoint pieces `[first, last, state, delivery_count, sequence]`; a later failed
+    expiry replaces the earlier pieces it overlaps (its state is newer). `sequence` numbers each `add`
+    so that a write only forgets the pieces that existed when it started. There is at most one piece
+    per offset of the window, so the memory is bounded by the window however long the persister fails.
+    """
+
+    __slots__ = ("_pieces", "sequence")
+
+    def __init__(self) -> None:
+        self._pieces: list[list[int]] = []
+        self.sequence = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._pieces)
+
+    def batches(self) -> list[StateBatch]:
+        return [StateBatch(p[0], p[1], p[2], p[3]) for p in self._pieces]
+
+    def add(self, runs: Sequence[StateBatch]) -> None:
+        """Keep the runs of a failed expiry write; they replace older pieces of the same offsets."""
+        if not runs:
+            return
+        self.sequence += 1
+        self._cut(runs, self.sequence)
+        self._pieces += [[r[0], r[1], r[2], r[3], self.sequence] for r in runs]
+        self._pieces.sort()
+
+    def still_current(self, current: Sequence[StateBatch], own: Sequence[StateBatch], start_offset: int) -> list[StateBatch]:
+        """The parts of the pieces, at or above `start_offset` and outside `own`'s offsets, whose
+        (state, count) equal the durable form of the current state (`current`: the window's runs)."""
+        out: list[StateBatch] = []
+        j = 0
+        for first, last, state, count, _sequence in self._pieces:
+            first = max(first, start_offset)
+            if first > last:
+                continue
+            while j < len(current) and current[j][1] < first:
+                j += 1
+            k = j
+            while k < len(current) and current[k][0] <= last:
+                run = current[k]
+                if _durable_form(run[2], run[3]) == (state, count):
+                    out += _minus(max(first, run[0]), min(last, run[1]), own, state, count)
+                k += 1
+        return out
+
+    def needs_write(self, current: Sequence[StateBatch], start_offset: int) -> bool:
+        """Whether a write would make something durable: a piece that is still current, or one below the
+        start offset (a write's start offset makes it durable by pruning)."""
+        if not self._pieces:
+            return False
+        return self._pieces[0][0] < start_offset or bool(self.still_current(current, (), start_offset))
+
+    def forget(self, written: Sequence[StateBatch], start_offset: int, sequence: int) -> None:
+        """A write succeeded: forget the pieces of sequence <= `sequence` below `start_offset` or inside
+        `written`'s offsets."""
+        covered = [StateBatch(-1, start_offset - 1, 0, 0), *written] if start_offset > 0 else written
+        self._cut(covered, sequence)
+
+    def _cut(self, ranges: Sequence[StateBatch], sequence: int) -> None:
+        """Remove the offsets of `ranges` from every piece whose sequence is <= `sequence`."""
+        kept: list[list[int]] = []
+        for piece in self._pieces:
+            if piece[4] > sequence:
+                kept.append(piece)
+                continue
+            kept += [[b.first_offset, b.last_offset, piece[2], piece[3], piece[4]]
+                     for b in _minus(piece[0], piece[1], ranges, piece[2], piece[3])]
+        self._pieces = kept
+
+    def _check(self) -> None:
+        for a, b in zip(self._pieces, self._pieces[1:]):
+            assert a[1] < b[0], f"unwritten expiry runs overlap: {a} {b}"
+        for p in self._pieces:
+            assert p[0] <= p[1] and 1 <= p[4] <= self.sequence, p
+            assert p[2] in (RecordState.AVAILABLE, RecordState.ARCHIVED), p
+
+
+def _coalesce(runs: list[StateBatch]) -> list[StateBatch]:
+    """Sorted single-offset runs as maximal runs of equal (state, count)."""
+    out: list[StateBatch] = []
+    for run in runs:
+        if out and out[-1].last_offset + 1 == run.first_offset and out[-1][2:] == run[2:]:
+            out[-1] = out[-1]._replace(last_offset=run.last_offset)
+        else:
+            out.append(run)
+    return out
+
+
+def _minus(first: int, last: int, ranges: Sequence[Sequence[int]], state: int, count: int) -> list[StateBatch]:
+    """[first, last] without the offsets of `ranges` (any order), as runs of (state, count).
+    O(len(ranges)); the ranges of one write are few."""
+    out: list[StateBatch] = []
+    lo = first
+    for r_first, r_last, *_ in sorted(r for r in ranges if r[1] >= first and r[0] <= last):
+        if r_first > lo:
+            out.append(StateBatch(lo, r_first - 1, state, count))
+        lo = max(lo, r_last + 1)
+        if lo > last:
+            return out
+    if lo <= last:
+        out.append(StateBatch(lo, last, state, count))
+    return out

@@ -548,7 +548,7 @@ def test_an_unexpected_persister_exception_becomes_unknown_server_error():
     async def main():
         e = await env(a=1)
         e.persister = Broken(clock=e.clock)
-        e.gc._persister = e.persister
+        e.gc._lifecycle.persister = e.persister
         await e.hb(M1, 0, ["a"])
         await e.hb(M1, -1)
         assert await e.gc.delete_offsets(G, [A]) == {A: Errors.UNKNOWN_SERVER_ERROR}

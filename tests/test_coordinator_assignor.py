@@ -1,5 +1,5 @@
 """The simple assignor: sharing when members outnumber partitions, balance, stickiness, heterogeneous
-subscriptions, and properties over random inputs (coordinator-facts §4.4)."""
+subscriptions, and properties over random inputs (KIP-932)."""
 
 from __future__ import annotations
 

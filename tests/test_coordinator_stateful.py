@@ -128,7 +128,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def heartbeat_with_a_wrong_epoch(self, data, delta):
         member_id = data.draw(st.sampled_from(sorted(self.epoch)))
         epoch = self.epoch[member_id] + delta
-        member = self.gc._groups[G].members.get(member_id)
+        member = self.gc._store.groups[G].members.get(member_id)
         if epoch < 0 or (member is not None and epoch == member.previous_member_epoch):
             return  # -1 is a leave; the previous epoch is legitimately accepted
         gone = member_id in self._lapse()
@@ -186,7 +186,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert self.gc._dump() == before
         now = self.clock.now_ms()
         for member_id in self.last_heartbeat_ms:  # sessions start afresh, even overdue ones not yet removed
-            if G in self.gc.group_ids and member_id in self.gc._groups[G].members:
+            if G in self.gc.group_ids and member_id in self.gc._store.groups[G].members:
                 self.last_heartbeat_ms[member_id] = now
 
     @rule(offset=st.integers(0, 100))
@@ -233,7 +233,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         live = {m for m, t in self.last_heartbeat_ms.items() if now - t < SESSION_MS}
         # Overdue members may linger until the next operation on the group removes them.
         assert live <= {m.member_id for m in d.members} <= set(self.epoch)
-        owed = self.gc._groups[G].assignment_unsent
+        owed = self.gc._store.groups[G].assignment_unsent
         for m in d.members:
             assert m.member_epoch == self.epoch[m.member_id], "the client holds the member's epoch"
             assert tuple(m.subscribed_topic_names) == self.subscription[m.member_id]
@@ -257,7 +257,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         """Spelled out from the outside (also part of `_check`): with one subscription for all and a
         target at the group epoch, every assignable partition has a member, and every member has
         partitions when there are at least as many partitions as members."""
-        group = self.gc._groups.get(G)
+        group = self.gc._store.groups.get(G)
         if group is None or not group.members or group.assignment_epoch != group.group_epoch:
             return
         subscriptions = {m.subscribed_topic_names for m in group.members.values()}

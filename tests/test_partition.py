@@ -233,22 +233,84 @@ def test_initialize_of_an_uninitialized_key_fails():
     run(main())
 
 
-def test_concurrent_initialize_issues_one_read():
+def test_initialize_while_initializing_is_leader_not_available():
+    """Kafka's initializedOrThrowException: a second caller while the read is in flight gets the
+    retriable LEADER_NOT_AVAILABLE at once; only one read reaches the persister."""
+
     async def main():
         p = InMemoryPersister()
         p.seed(GROUP, TOPIC, 0, state_epoch=0, start_offset=7, state_batches=[])
+        reads = []
+        gate = asyncio.Event()
+        original = p.read_state
+
+        async def gated(*a, **kw):
+            reads.append(a)
+            await gate.wait()
+            return await original(*a, **kw)
+
+        p.read_state = gated
+        sp = make(p, ManualClock(0))
+        first = asyncio.ensure_future(sp.initialize())
+        await asyncio.sleep(0)
+        assert sp.status == SharePartitionStatus.INITIALIZING
+        with pytest.raises(ShareError) as info:
+            await sp.initialize()
+        assert info.value.error == Errors.LEADER_NOT_AVAILABLE
+        assert sp.status == SharePartitionStatus.INITIALIZING
+        gate.set()
+        await first
+        assert (len(reads), sp.status, sp.start_offset) == (1, SharePartitionStatus.ACTIVE, 7)
+        await sp.initialize()  # ACTIVE: returns without reading again
+        assert len(reads) == 1
+
+    run(main())
+
+
+@pytest.mark.parametrize("fencing", [Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH])
+def test_initialize_of_a_fenced_share_partition_is_leader_not_available(fencing):
+    """The fencing read reports NOT_LEADER_OR_FOLLOWER; every later initialize() answers
+    LEADER_NOT_AVAILABLE without reading, and the share-partition stays FENCED."""
+
+    async def main():
+        p = InMemoryPersister()
+        p.seed(GROUP, TOPIC, 0, state_epoch=0, start_offset=0, state_batches=[])
+        p.fail_next_reads(1, fencing)
+        sp = make(p, ManualClock(0))
+        with pytest.raises(ShareError) as info:
+            await sp.initialize()
+        assert info.value.error == Errors.NOT_LEADER_OR_FOLLOWER
         reads = []
         original = p.read_state
 
         async def counting(*a, **kw):
             reads.append(a)
-            await asyncio.sleep(0)
             return await original(*a, **kw)
 
         p.read_state = counting
-        sp = make(p, ManualClock(0))
-        await asyncio.gather(sp.initialize(), sp.initialize(), sp.initialize())
-        assert len(reads) == 1 and sp.start_offset == 7
+        for _ in range(2):
+            with pytest.raises(ShareError) as info:
+                await sp.initialize()
+            assert info.value.error == Errors.LEADER_NOT_AVAILABLE
+            assert sp.status == SharePartitionStatus.FENCED
+        assert reads == []
+
+    run(main())
+
+
+def test_initialize_after_a_fencing_write_is_leader_not_available():
+    async def main():
+        p, sp, clock = await active()
+        sp.acquire("a", [FB(0, 9)])
+        newer = make(p, clock, leader_epoch=1)
+        await newer.initialize()
+        with pytest.raises(ShareError) as info:
+            await sp.acknowledge("a", [Ack(0, 9, (ACCEPT,))])
+        assert info.value.error == Errors.NOT_LEADER_OR_FOLLOWER
+        with pytest.raises(ShareError) as info:
+            await sp.initialize()
+        assert info.value.error == Errors.LEADER_NOT_AVAILABLE
+        assert sp.status == SharePartitionStatus.FENCED
 
     run(main())
 
@@ -345,6 +407,38 @@ def test_rollback_of_records_whose_lock_expired_meanwhile():
             await task
         assert sp.record_state(0) == RecordView(RecordState.AVAILABLE, 1, "")
         assert sp.next_fetch_offset() == 0
+        # That expiry was never written: it is kept and written by the next timer tick.
+        assert sp.unwritten_expiry_runs == [SB(0, 9, 0, 1)]
+        assert await sp.expire_locks() == 0
+        assert durable(p) == PartitionState(0, 0, [SB(0, 9, 0, 1)])
+        check(sp)
+
+    run(main())
+
+
+def test_a_record_archived_at_the_limit_by_a_rollback_becomes_durable():
+    async def main():
+        p, sp, clock = await active(config=LIMIT2)
+        sp.acquire("a", [FB(0, 4)])
+        await sp.acknowledge("a", [Ack(0, 4, (RELEASE,))])
+        assert sp.acquire("b", [FB(0, 4)]) == [Acq(0, 4, 2)]  # b's lock ends at 30 s
+        clock.advance(10_000)
+        assert sp.acquire("c", [FB(5, 9)]) == [Acq(5, 9, 1)]  # c's at 40 s
+        p.pause_writes()
+        p.fail_next_writes(1)
+        task = asyncio.ensure_future(sp.acknowledge("b", [Ack(0, 4, (ACCEPT,))]))
+        await asyncio.sleep(0)
+        clock.advance(20_000)
+        p.resume_writes()
+        with pytest.raises(ShareError):
+            await task
+        # Rolled back with the lock expired at the delivery limit: archived, and the SPSO passed them.
+        assert (sp.start_offset, sp.record_state(0)) == (5, None)
+        assert durable(p) == PartitionState(0, 0, [SB(0, 4, 0, 1)])
+        assert sp.unwritten_expiry_runs == [SB(0, 4, 4, 2)]
+        assert await sp.expire_locks() == 0  # no lock due: the unwritten expiry is written
+        assert durable(p) == PartitionState(0, 5, [])
+        assert sp.unwritten_expiry_runs == []
         check(sp)
 
     run(main())
@@ -412,6 +506,158 @@ def test_expiry_write_failure_is_counted_not_undone():
         assert await sp.expire_locks() == 10
         assert sp.expiry_write_failures == 1
         assert sp.record_state(0) == RecordView(RecordState.AVAILABLE, 1, "")
+        assert sp.unwritten_expiry_runs == [SB(0, 9, 0, 1)]
+        check(sp)
+
+    run(main())
+
+
+LIMIT2 = ShareGroupConfig(record_lock_duration_ms=LOCK_MS, delivery_count_limit=2)
+
+
+async def archived_at_the_limit_by_a_failed_expiry(p, sp, clock):
+    """0-9 delivered once; 5-9 released and delivered again to b, whose lock expires at the delivery
+    limit (ARCHIVED, count 2) while the expiry write fails; a still holds 0-4 (renewed)."""
+    assert sp.acquire("a", [FB(0, 9)]) == [Acq(0, 9, 1)]
+    await sp.acknowledge("a", [Ack(5, 9, (RELEASE,))])
+    clock.advance(10_000)
+    assert sp.acquire("b", [FB(5, 9)]) == [Acq(5, 9, 2)]
+    clock.advance(15_000)
+    await sp.acknowledge("a", [Ack(0, 4, (RENEW,))])  # a's lock now ends at 55 s, b's at 40 s
+    clock.advance(15_000)
+    p.fail_next_writes(1)
+    assert await sp.expire_locks() == 5
+    assert sp.record_state(5) == RecordView(RecordState.ARCHIVED, 2, "")
+    assert durable(p).state_batches == [SB(5, 9, 0, 1)]  # the failed write left the old state durable
+    assert sp.unwritten_expiry_runs == [SB(5, 9, 4, 2)]
+
+
+def test_failed_expiry_write_is_carried_by_the_next_acknowledgement():
+    async def main():
+        p, sp, clock = await active(config=LIMIT2)
+        await archived_at_the_limit_by_a_failed_expiry(p, sp, clock)
+        await sp.acknowledge("a", [Ack(1, 4, (ACCEPT,))])
+        assert p.writes[-1].state_batches == [SB(1, 4, 2, 1), SB(5, 9, 4, 2)]
+        assert durable(p) == PartitionState(0, 0, [SB(1, 4, 2, 1), SB(5, 9, 4, 2)])
+        assert sp.unwritten_expiry_runs == []
+        check(sp)
+
+    run(main())
+
+
+def test_failed_expiry_write_is_retried_by_the_next_timer_tick_until_it_succeeds():
+    async def main():
+        p, sp, clock = await active(config=LIMIT2)
+        await archived_at_the_limit_by_a_failed_expiry(p, sp, clock)
+        writes = len(p.writes)
+        p.fail_next_writes(1)
+        assert await sp.expire_locks() == 0  # nothing due: the kept runs are retried, and fail again
+        assert (len(p.writes), sp.expiry_write_failures) == (writes + 1, 2)
+        assert durable(p).state_batches == [SB(5, 9, 0, 1)]
+        assert sp.unwritten_expiry_runs == [SB(5, 9, 4, 2)]
+        assert await sp.expire_locks() == 0
+        assert durable(p) == PartitionState(0, 0, [SB(5, 9, 4, 2)])
+        assert sp.unwritten_expiry_runs == []
+        assert await sp.expire_locks() == 0  # nothing left to retry: nothing written
+        assert len(p.writes) == writes + 2
+        check(sp)
+
+    run(main())
+
+
+def test_failed_expiry_write_at_the_start_offset_becomes_durable_by_the_next_start_offset():
+    async def main():
+        p, sp, clock = await active(config=LIMIT2)
+        sp.acquire("a", [FB(0, 9)])
+        await sp.acknowledge("a", [Ack(0, 9, (RELEASE,))])
+        assert sp.acquire("b", [FB(0, 9)]) == [Acq(0, 9, 2)]
+        clock.advance(LOCK_MS)
+        p.fail_next_writes(1)
+        assert await sp.expire_locks() == 10
+        assert (sp.start_offset, durable(p)) == (10, PartitionState(0, 0, [SB(0, 9, 0, 1)]))
+        assert await sp.expire_locks() == 0
+        assert durable(p) == PartitionState(0, 10, [])  # archived at the limit: never redelivered
+        assert sp.unwritten_expiry_runs == []
+        check(sp)
+
+    run(main())
+
+
+def test_carried_expiry_runs_never_overwrite_a_newer_state():
+    """A run of a failed expiry (AVAILABLE, count 1) is sent while it still is the durable form of the
+    record (also once re-acquired); a newer release of the same offsets supersedes it."""
+
+    async def main():
+        p, sp, clock = await active()
+        sp.acquire("a", [FB(0, 9)])
+        clock.advance(LOCK_MS)
+        p.fail_next_writes(1)
+        assert await sp.expire_locks() == 10
+        assert sp.acquire("b", [FB(0, 9)], max_records=5) == [Acq(0, 9, 2)]
+        sp.acquire("c", [FB(10, 14)])
+        p.pause_writes()
+        task = asyncio.ensure_future(sp.acknowledge("c", [Ack(10, 14, (ACCEPT,))]))
+        await asyncio.sleep(0)
+        # Acquired 0-9 are persisted in their durable form: AVAILABLE with the count before this delivery.
+        assert p.writes[-1].state_batches == [SB(0, 9, 0, 1), SB(10, 14, 2, 1)]
+        p.resume_writes()
+        await task
+        assert durable(p) == PartitionState(0, 0, [SB(0, 9, 0, 1), SB(10, 14, 2, 1)])
+        assert sp.unwritten_expiry_runs == []
+        await sp.release_acquired_records("b")
+        assert p.writes[-1].state_batches == [SB(0, 9, 0, 2)]
+        assert durable(p) == PartitionState(0, 0, [SB(0, 9, 0, 2), SB(10, 14, 2, 1)])
+        check(sp)
+
+    run(main())
+
+
+def test_a_cancelled_expiry_write_keeps_its_runs():
+    async def main():
+        p, sp, clock = await active()
+        sp.acquire("a", [FB(0, 9)])
+        clock.advance(LOCK_MS)
+        p.pause_writes()
+        task = asyncio.ensure_future(sp.expire_locks())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        p.resume_writes()
+        assert sp.unwritten_expiry_runs == [SB(0, 9, 0, 1)]
+        assert await sp.expire_locks() == 0
+        assert durable(p) == PartitionState(0, 0, [SB(0, 9, 0, 1)])
+        assert sp.unwritten_expiry_runs == []
+        check(sp)
+
+    run(main())
+
+
+def test_unwritten_expiry_runs_that_no_longer_match_are_not_sent_but_kept_until_covered():
+    async def main():
+        p, sp, clock = await active(config=LIMIT2)
+        sp.acquire("a", [FB(0, 9)])
+        clock.advance(LOCK_MS)
+        p.fail_next_writes(1)
+        assert await sp.expire_locks() == 10  # AVAILABLE/1 kept unwritten
+        sp.acquire("b", [FB(0, 9)])
+        p.pause_writes()
+        p.fail_next_writes(1)
+        task = asyncio.ensure_future(sp.acknowledge("b", [Ack(0, 9, (ACCEPT,))]))
+        await asyncio.sleep(0)
+        sp.acquire("c", [FB(10, 10)])
+        other = asyncio.ensure_future(sp.acknowledge("c", [Ack(10, 10, (ACCEPT,))]))
+        await asyncio.sleep(0)
+        # 0-9 are ACKNOWLEDGED in transition: the old run does not match, so the second write leaves it out.
+        assert p.writes[-1].state_batches == [SB(10, 10, 2, 1)]
+        p.resume_writes()
+        with pytest.raises(ShareError):
+            await task  # rolled back: 0-9 are ACQUIRED by b again
+        await other
+        assert sp.unwritten_expiry_runs == [SB(0, 9, 0, 1)]  # the second write did not cover them
+        await sp.acknowledge("b", [Ack(0, 9, (ACCEPT,))])
+        assert durable(p) == PartitionState(0, 11, [])
+        assert sp.unwritten_expiry_runs == []
         check(sp)
 
     run(main())

@@ -1,15 +1,17 @@
 """The group coordinator companion (layer 3): share-group membership by heartbeat, member and group
 epochs, the simple assignor, two-stage initialization and deletion of share-partition state through the
-Persister protocol, group records, and the admin offsets APIs (SPEC §6, coordinator-facts §4).
+Persister protocol, group records, and the admin offsets APIs (SPEC §6).
 
 It reaches durable share-partition state only through `sharegroup.persistence.Persister`; its own
-records go to a `RecordSink` (`MemoryRecordSink` unless the edges wire a durable one).
+records go to a `RecordSink` (`MemoryRecordSink` unless the edges wire a durable one). A
+`GroupListener` learns of members that left and of share-partition state that was reset or deleted.
 """
 
 from .assignor import simple_assign
 from .config import GroupConfig
 from .coordinator import PERSISTER_ATTEMPTS, GroupCoordinator
 from .group import GroupState
+from .listener import GroupListener
 from .records import MemoryRecordSink, Record, RecordSink
 from .responses import GroupDescription, HeartbeatResult, MemberDescription, OffsetInfo
 from .topics import InMemoryTopics, TopicInfo, TopicsLookup
@@ -18,6 +20,7 @@ __all__ = [
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",
+    "GroupListener",
     "GroupState",
     "HeartbeatResult",
     "InMemoryTopics",

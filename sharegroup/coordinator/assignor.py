@@ -1,5 +1,5 @@
 """The simple assignor for share groups: spread partitions over members, sharing a partition among
-several members when members outnumber partitions (KIP-932, coordinator-facts §4.4).
+several members when members outnumber partitions (KIP-932).
 
 Homogeneous subscriptions (every member subscribes to the same assignable topics) are balanced over the
 pool of all their partitions; heterogeneous ones are balanced topic by topic among the members

@@ -29,10 +29,27 @@ from .records import (
     VALUE_TYPES,
 )
 
-__all__ = ["GroupState", "Assignment", "TopicEntry", "ShareGroupMember", "ShareGroup", "assignment_tuple"]
+__all__ = [
+    "Assignment",
+    "GroupState",
+    "NEW_GROUP_EPOCH",
+    "ShareGroup",
+    "ShareGroupMember",
+    "TopicEntry",
+    "add_partitions",
+    "all_partitions_of",
+    "assignment_dict",
+    "assignment_tuple",
+    "has_stale_topics",
+    "remove_partitions",
+    "restrict_to_initialized",
+]
 
 # topic id -> partitions
 Assignment = dict[uuid.UUID, frozenset[int]]
+
+# The epochs a new share group starts at (Kafka since KAFKA-20268): the first subscription makes it 2.
+NEW_GROUP_EPOCH = 1
 
 
 class GroupState(str, Enum):
@@ -249,7 +266,72 @@ class ShareGroup:
         self.subscription_counts = +self.subscription_counts  # drop names no one subscribes to any more
         self.initialize_check_needed = True
 
-    # -- comparison --------------------------------------------------------------------------------
+    # -- invariants and comparison ----------------------------------------------------------------------
+
+    def _check(self, max_size: int) -> None:
+        """Assert every invariant of the group (the coordinator's `_check` calls it for each group)."""
+        assert self.group_epoch >= NEW_GROUP_EPOCH, self.group_epoch
+        assert 0 <= self.assignment_epoch <= self.group_epoch, (self.assignment_epoch, self.group_epoch)
+        assert len(self.members) <= max_size
+        expected_counts = Counter(n for m in self.members.values() for n in m.subscribed_topic_names)
+        assert self.subscription_counts == expected_counts, (self.subscription_counts, expected_counts)
+        assert set(self.session_deadlines) == set(self.members), "every member has a session, and only members"
+        assert set(self.target) <= set(self.members), "target assignment of a member that left"
+        # Share-partition lifecycle: a partition is in at most one stage.
+        for topic_id in {*self.initializing, *self.initialized, *self.deleting}:
+            stages = [
+                entries[topic_id].partitions
+                for entries in (self.initializing, self.initialized, self.deleting)
+                if topic_id in entries
+            ]
+            assert all(stages), f"empty lifecycle entry for {topic_id}"
+            assert sum(len(s) for s in stages) == len(frozenset().union(*stages)), f"{topic_id} in two stages"
+            assert all(p >= 0 for s in stages for p in s)
+        for member_id, member in self.members.items():
+            assert 0 <= member.previous_member_epoch <= member.member_epoch <= self.assignment_epoch, (
+                member_id,
+                member.previous_member_epoch,
+                member.member_epoch,
+                self.assignment_epoch,
+            )
+            assert member.member_epoch == 0 or member.previous_member_epoch < member.member_epoch
+            self._check_assignable(member.assignment, member.subscribed_topic_names, f"member {member_id}")
+        for member_id, target in self.target.items():
+            # A target behind the group epoch may still hold a topic its member no longer subscribes to
+            # (reconciliation filters it out); it never holds an uninitialized partition.
+            self._check_assignable(target, None, f"target of {member_id}")
+        if self.assignment_epoch == self.group_epoch:
+            self._check_current_target()
+
+    def _check_assignable(self, assignment: Assignment, names: Iterable[str] | None, what: str) -> None:
+        names = set(names) if names is not None else None
+        for topic_id, partitions in assignment.items():
+            entry = self.initialized.get(topic_id)
+            assert entry is not None, f"{what} holds {topic_id}, which is not initialized"
+            assert partitions and partitions <= entry.partitions, f"{what} holds uninitialized partitions"
+            if names is not None:
+                assert entry.topic_name in names, f"{what} holds {entry.topic_name}, which it does not subscribe to"
+
+    def _check_current_target(self) -> None:
+        """A target at the group epoch reflects the current members, subscriptions and initialized
+        partitions (any change to those bumps the group epoch)."""
+        pool = {
+            (t, p)
+            for t, e in self.initialized.items()
+            if e.topic_name in self.subscription_counts
+            for p in e.partitions
+        }
+        assigned = {(t, p) for a in self.target.values() for t, ps in a.items() for p in ps}
+        assert assigned == pool, "a current target assignment covers every assignable partition, and only those"
+        for member_id, member in self.members.items():
+            target = self.target.get(member_id, {})
+            self._check_assignable(target, member.subscribed_topic_names, f"target of {member_id}")
+            subscribed_pool = any(e.topic_name in member.subscribed_topic_names for e in self.initialized.values())
+            assert bool(target) == subscribed_pool, f"member {member_id} subscribes to assignable topics but has none"
+        if self.members and self.homogeneous() and pool:
+            counts = [sum(len(ps) for ps in self.target.get(m, {}).values()) for m in self.members]
+            if len(pool) >= len(self.members):
+                assert max(counts) - min(counts) <= 1, f"unbalanced homogeneous assignment {counts}"
 
     def dump(self) -> dict:
         """Everything that is persisted, in a comparable form (what a restart must reproduce)."""
@@ -298,3 +380,66 @@ def partition_metadata_value(
 
 def _entries(topics: Iterable[TopicMetadata]) -> dict[uuid.UUID, TopicEntry]:
     return {t.topic_id: TopicEntry.of(t.topic_name, t.partitions) for t in topics if t.partitions}
+
+
+def assignment_dict(assignment: Assignment) -> dict[uuid.UUID, list[int]]:
+    """An assignment as the API returns it: topics and partitions ascending."""
+    return {t: sorted(ps) for t, ps in sorted(assignment.items())}
+
+
+# -- share-partition lifecycle maps (topic id -> TopicEntry) ------------------------------------------
+
+
+def add_partitions(entries: dict[uuid.UUID, TopicEntry], topic_id: uuid.UUID, name: str, partitions: Iterable[int]) -> None:
+    """Add partitions of one topic to a lifecycle map (in place)."""
+    old = entries.get(topic_id)
+    before = old.partitions if old is not None else frozenset()
+    entries[topic_id] = TopicEntry.of(name, before | frozenset(partitions))
+
+
+def remove_partitions(entries: dict[uuid.UUID, TopicEntry], topic_id: uuid.UUID, partitions: Iterable[int]) -> bool:
+    """Remove partitions of one topic (dropping the topic when none are left); whether any were there."""
+    old = entries.get(topic_id)
+    if old is None:
+        return False
+    left = old.partitions - frozenset(partitions)
+    if left == old.partitions:
+        return False
+    if left:
+        entries[topic_id] = TopicEntry.of(old.topic_name, left)
+    else:
+        del entries[topic_id]
+    return True
+
+
+def all_partitions_of(group: ShareGroup, topic_id: uuid.UUID) -> TopicEntry | None:
+    """All partitions of a topic the group holds state for, in any lifecycle stage, or None."""
+    name, partitions = None, frozenset()
+    for entries in (group.initialized, group.initializing, group.deleting):
+        entry = entries.get(topic_id)
+        if entry is not None:
+            name, partitions = entry.topic_name, partitions | entry.partitions
+    return TopicEntry.of(name, partitions) if name is not None else None
+
+
+def has_stale_topics(group: ShareGroup, image: dict) -> bool:
+    """Whether the group holds share-partitions of a topic that is gone, recreated or shrunk (`image`:
+    topic name -> TopicInfo). O(topics)."""
+    for entries in (group.initialized, group.initializing, group.deleting):
+        for topic_id, entry in entries.items():
+            info = image.get(entry.topic_name)
+            if info is None or info.topic_id != topic_id or entry.last_partition >= info.num_partitions:
+                return True
+    return False
+
+
+def restrict_to_initialized(assignment: Assignment, initialized: dict[uuid.UUID, TopicEntry]) -> Assignment:
+    """The part of an assignment whose partitions are in `initialized`."""
+    out = {}
+    for topic_id, partitions in assignment.items():
+        entry = initialized.get(topic_id)
+        if entry is not None:
+            kept = partitions & entry.partitions
+            if kept:
+                out[topic_id] = kept
+    return out

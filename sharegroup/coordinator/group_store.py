@@ -1,0 +1,140 @@
+"""The groups of one group coordinator, moved only by committed records, and their per-group locks.
+
+`GroupStore.commit` appends a record list to the record sink and, only once the append succeeded,
+replays it into memory: a failed append leaves every group unchanged, and a store rebuilt from the
+sink's records (`load`) equals the one that wrote them (Kafka's coordinator shards work the same way).
+Every operation on a group runs under that group's lock (`GroupLocks`), as Kafka serializes a group's
+writes in its shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from ..errors import Errors, ShareError
+from .group import ShareGroup
+from .records import Record, RecordSink, ShareGroupMetadataKey, VALUE_TYPES
+
+__all__ = ["GroupLocks", "GroupStore", "replay_into"]
+
+
+class GroupStore:
+    """Every share group by id, the record sink they are persisted to, and the group locks."""
+
+    def __init__(self, sink: RecordSink, *, loaded: bool) -> None:
+        self.sink = sink
+        # A sink handed in may hold records of an earlier run: serve only after `load` replayed them.
+        self.loaded = loaded
+        self.groups: dict[str, ShareGroup] = {}
+        self.locks = GroupLocks()
+
+    def load(self, session_deadline_ms: int) -> None:
+        """Rebuild every group from `sink.read_all()`; every member's session ends at
+        `session_deadline_ms` (sessions are not persisted). A record that does not fit raises
+        ValueError: a corrupt record is never skipped silently, and nothing changes then."""
+        groups: dict[str, ShareGroup] = {}
+        for index, record in enumerate(self.sink.read_all()):
+            try:
+                replay_into(groups, record)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise ValueError(f"group coordinator record #{index} cannot be replayed: {exc}") from exc
+        for group in groups.values():
+            for member_id in group.members:
+                group.touch_session(member_id, session_deadline_ms)
+        self.groups = groups
+        self.loaded = True
+
+    def check_loaded(self) -> None:
+        if not self.loaded:
+            raise ShareError(Errors.COORDINATOR_LOAD_IN_PROGRESS, "The group coordinator has not loaded its records.")
+
+    def require_group(self, group_id: str) -> ShareGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            raise ShareError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        return group
+
+    async def commit(self, records: list[Record]) -> None:
+        """Append `records` to the sink and, once that succeeded, apply them. Nothing changes on failure."""
+        if not records:
+            return
+        try:
+            await self.sink.append(records)
+        except ShareError:
+            raise
+        except Exception as exc:
+            raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"Appending group coordinator records failed: {exc}") from exc
+        for record in records:
+            replay_into(self.groups, record)
+
+    def dump(self) -> dict[str, dict]:
+        """Every group's persisted state in a comparable form (what `load` must reproduce)."""
+        return {group_id: group.dump() for group_id, group in sorted(self.groups.items())}
+
+    def replayed_dump(self) -> dict[str, dict]:
+        """`dump` of the groups a fresh replay of the sink's records builds (the sink must be readable
+        without side effects)."""
+        rebuilt: dict[str, ShareGroup] = {}
+        for record in self.sink.read_all():
+            replay_into(rebuilt, record)
+        return {group_id: group.dump() for group_id, group in sorted(rebuilt.items())}
+
+
+def replay_into(groups: dict[str, ShareGroup], record: Record) -> None:
+    """Apply one record to a map of groups: the group metadata tombstone deletes a group, any other
+    record of an unknown group creates it (a tombstone of an unknown group is a no-op)."""
+    key, value = record
+    if type(key) not in VALUE_TYPES:
+        raise ValueError(f"unknown group coordinator record key {key!r}")
+    group = groups.get(key.group_id)
+    if value is None:
+        if type(key) is ShareGroupMetadataKey:
+            groups.pop(key.group_id, None)
+        elif group is not None:
+            group.replay(record)
+        return
+    if group is None:
+        group = groups[key.group_id] = ShareGroup(key.group_id)
+    group.replay(record)
+
+
+class GroupLocks:
+    """One asyncio.Lock per group id, created on demand and dropped when nobody holds or awaits it."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[str, list] = {}  # group id -> [lock, number of holders and waiters]
+
+    def hold(self, group_id: str) -> "_HeldGroupLock":
+        """`async with locks.hold(group_id):` runs the block under that group's lock."""
+        entry = self._entries.get(group_id)
+        if entry is None:
+            entry = self._entries[group_id] = [asyncio.Lock(), 0]
+        return _HeldGroupLock(self._entries, group_id, entry)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class _HeldGroupLock:
+    __slots__ = ("_entries", "_group_id", "_entry")
+
+    def __init__(self, entries: dict[str, list], group_id: str, entry: list) -> None:
+        self._entries, self._group_id, self._entry = entries, group_id, entry
+
+    async def __aenter__(self) -> None:
+        self._entry[1] += 1
+        try:
+            await self._entry[0].acquire()
+        except BaseException:
+            self._release_user()
+            raise
+
+    async def __aexit__(self, *exc_info) -> None:
+        self._entry[0].release()
+        self._release_user()
+
+    def _release_user(self) -> None:
+        self._entry[1] -= 1
+        if self._entry[1] == 0 and self._entries.get(self._group_id) is self._entry:
+            del self._entries[self._group_id]
