@@ -6,6 +6,7 @@ Public names live here; see SPEC §3. The in-flight tracker is the native Cython
 
 from .clock import Clock, ManualClock, SystemClock
 from .config import ShareGroupConfig
+from .config import BrokerConfig
 from .errors import Errors, ShareError
 from .persistence import Persister
 from .types import (
@@ -22,6 +23,22 @@ from .types import (
 )
 
 __all__ = [
+    "AcknowledgePartition",
+    "AcknowledgeTopic",
+    "BrokerConfig",
+    "FetchPartition",
+    "FetchTopic",
+    "ForgottenTopic",
+    "LogBatch",
+    "LogRead",
+    "PartitionLogs",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareAcquireMode",
+    "ShareFetchPartitionData",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "SharePartitionManager",
     "AbortedTransaction",
     "AcknowledgeType",
     "AcknowledgementBatch",
@@ -46,6 +63,27 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+_LAZY_LAYER0 = {
+    **dict.fromkeys(("LogBatch", "LogRead", "PartitionLogs"), "logs"),
+    **dict.fromkeys(
+        (
+            "AcknowledgePartition",
+            "AcknowledgeTopic",
+            "FetchPartition",
+            "FetchTopic",
+            "ForgottenTopic",
+            "ShareAcknowledgeRequest",
+            "ShareAcknowledgeResponse",
+            "ShareAcquireMode",
+            "ShareFetchPartitionData",
+            "ShareFetchRequest",
+            "ShareFetchResponse",
+        ),
+        "share_messages",
+    ),
+}
+
+
 def __getattr__(name):  # lazy: importing the vocabulary must not require the native build
     if name == "InFlightTracker":
         from .tracker import InFlightTracker
@@ -55,4 +93,12 @@ def __getattr__(name):  # lazy: importing the vocabulary must not require the na
         from .partition import SharePartition
 
         return SharePartition
+    if name in _LAZY_LAYER0:  # the embedding API's vocabulary, loaded on first use
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY_LAYER0[name]}", __name__), name)
+    if name == "SharePartitionManager":
+        from .manager import SharePartitionManager
+
+        return SharePartitionManager
     raise AttributeError(f"module 'sharegroup' has no attribute {name!r}")

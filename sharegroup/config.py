@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-__all__ = ["ShareGroupConfig", "parse_iso8601_duration_ms"]
+__all__ = ["BrokerConfig", "ShareGroupConfig", "parse_iso8601_duration_ms"]
 
 _AUTO_OFFSET_RESETS = ("latest", "earliest")
 _ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -136,3 +136,78 @@ class ShareGroupConfig:
             else:
                 out[_STR_KEYS[f.name][0]] = str(getattr(self, f.name))
         return out
+
+
+# BrokerConfig field -> (Kafka broker key, min, max); defaults and ranges are Kafka 4.2's where Kafka has
+# the setting. `fetch.max.bytes` is the broker's cap on one fetch response (Kafka: 55 MiB, >= 1024).
+_BROKER_KEYS: dict[str, tuple[str, int, int]] = {
+    "max_share_sessions": ("group.share.max.share.sessions", 1, 2**31 - 1),
+    "partition_max_record_locks": ("group.share.partition.max.record.locks", 100, 10_000),
+    "record_lock_duration_ms": ("group.share.record.lock.duration.ms", 1000, 3_600_000),
+    "min_record_lock_duration_ms": ("group.share.min.record.lock.duration.ms", 1000, 3_600_000),
+    "max_record_lock_duration_ms": ("group.share.max.record.lock.duration.ms", 1000, 3_600_000),
+    "delivery_count_limit": ("group.share.delivery.count.limit", 2, 10),
+    "fetch_max_bytes": ("fetch.max.bytes", 1024, 2**31 - 1),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Broker-wide settings of the share path (Kafka's `group.share.*` broker keys); validated on
+    construction. The share-group defaults (`share_group_config()`) apply to every group whose
+    coordinator gives no configuration of its own."""
+
+    max_share_sessions: int = 2_000
+    partition_max_record_locks: int = 2_000
+    record_lock_duration_ms: int = 30_000
+    min_record_lock_duration_ms: int = 15_000
+    max_record_lock_duration_ms: int = 60_000
+    delivery_count_limit: int = 5
+    fetch_max_bytes: int = 57_671_680
+
+    def __post_init__(self) -> None:
+        for name, (key, lo, hi) in _BROKER_KEYS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{key} ({name}) must be an integer, got {value!r}")
+            if not lo <= value <= hi:
+                raise ValueError(f"{key} ({name}) must be in [{lo}, {hi}], got {value}")
+        if not self.min_record_lock_duration_ms <= self.record_lock_duration_ms <= self.max_record_lock_duration_ms:
+            raise ValueError(
+                "group.share.record.lock.duration.ms (record_lock_duration_ms) must lie within "
+                f"[group.share.min.record.lock.duration.ms, group.share.max.record.lock.duration.ms] = "
+                f"[{self.min_record_lock_duration_ms}, {self.max_record_lock_duration_ms}], "
+                f"got {self.record_lock_duration_ms}"
+            )
+
+    def share_group_config(self) -> ShareGroupConfig:
+        """The share-group settings a group gets when nothing overrides the broker's defaults."""
+        return ShareGroupConfig(
+            record_lock_duration_ms=self.record_lock_duration_ms,
+            delivery_count_limit=self.delivery_count_limit,
+            partition_max_record_locks=self.partition_max_record_locks,
+        )
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> "BrokerConfig":
+        """Build from Kafka broker property names; values may be strings, as in a properties file.
+
+        Unknown keys raise `ValueError`, so a typo is not silently ignored.
+        """
+        by_key = {key: name for name, (key, _lo, _hi) in _BROKER_KEYS.items()}
+        values: dict[str, Any] = {}
+        for key, raw in properties.items():
+            name = by_key.get(key)
+            if name is None:
+                raise ValueError(f"unknown broker share property {key!r}")
+            if isinstance(raw, bool):
+                raise ValueError(f"{key} must be an integer, got {raw!r}")
+            try:
+                values[name] = raw if isinstance(raw, int) else int(str(raw).strip())
+            except ValueError:
+                raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+        return cls(**values)
+
+    def to_properties(self) -> dict[str, str]:
+        """The Kafka broker properties equal to this configuration."""
+        return {key: str(getattr(self, name)) for name, (key, _lo, _hi) in _BROKER_KEYS.items()}

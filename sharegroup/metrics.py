@@ -1,5 +1,6 @@
 """Prometheus metrics of the share-partition leader (layer 4): acquisitions, acknowledgements by type,
-lock expiries, archived records by reason and in-flight records (SPEC §8), and a metrics endpoint.
+lock expiries, archived records by reason and in-flight records (SPEC §8), the SharePartitionManager's
+request metrics under Kafka's share metric names (`ShareManagerMetrics`), and a metrics endpoint.
 
 The leader itself (`sharegroup.partition`, layer 3) never imports prometheus_client: the edges that
 drive it (the demo today, the broker later) count what they asked for and what came back through a
@@ -14,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Iterable, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from persister.metrics import PerRegistry  # an edge may use the persister's helpers
 
@@ -26,6 +27,9 @@ __all__ = [
     "LeaderMetrics",
     "MetricsServer",
     "SharePartitionMetrics",
+    "ShareManagerMetrics",
+    "bind_manager_metrics",
+    "manager_metrics_for",
     "metrics_for",
     "serve_metrics",
 ]
@@ -159,6 +163,154 @@ class SharePartitionMetrics:
 
     def set_in_flight(self, records: int) -> None:
         self._in_flight.set(records)
+
+
+# -- the SharePartitionManager ---------------------------------------------------------------------------
+
+# Kafka's acknowledge type tag values (ShareGroupMetrics RecordAcknowledgementsPerSec{ackType}).
+_KAFKA_ACK_TYPES = {0: "Gap", 1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
+_TIME_MS_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+
+class ManagerMetricFamilies:
+    """The manager's metric families in one registry. Names are Kafka's share metric names in snake
+    case, prefixed `sharegroup_` (Kafka's MBean in each help text); a `PerSec` meter becomes a counter."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.total_share_fetch_requests = Counter(
+            "sharegroup_total_share_fetch_requests",
+            "ShareFetch requests, once per distinct topic they fetched "
+            "(BrokerTopicMetrics TotalShareFetchRequestsPerSec).",
+            ("topic",), registry=registry)
+        self.failed_share_fetch_requests = Counter(
+            "sharegroup_failed_share_fetch_requests",
+            "ShareFetch requests with an error, per distinct failed topic "
+            "(BrokerTopicMetrics FailedShareFetchRequestsPerSec).",
+            ("topic",), registry=registry)
+        self.total_share_acknowledgement_requests = Counter(
+            "sharegroup_total_share_acknowledgement_requests",
+            "ShareAcknowledge requests per distinct topic "
+            "(BrokerTopicMetrics TotalShareAcknowledgementRequestsPerSec).",
+            ("topic",), registry=registry)
+        self.failed_share_acknowledgement_requests = Counter(
+            "sharegroup_failed_share_acknowledgement_requests",
+            "ShareAcknowledge requests with an error, per distinct failed topic "
+            "(BrokerTopicMetrics FailedShareAcknowledgementRequestsPerSec).",
+            ("topic",), registry=registry)
+        self.request_total_time_ms = Histogram(
+            "sharegroup_request_total_time_ms",
+            "Time from receiving a share request to answering it, long poll included (RequestMetrics TotalTimeMs).",
+            ("request",), buckets=_TIME_MS_BUCKETS, registry=registry)
+        self.record_acknowledgements = Counter(
+            "sharegroup_record_acknowledgements",
+            "Records acknowledged durably, by Kafka ackType (ShareGroupMetrics RecordAcknowledgementsPerSec).",
+            ("ack_type",), registry=registry)
+        self.records_acquired = Counter(
+            "sharegroup_records_acquired",
+            "Records acquired by share consumers and shipped in ShareFetch responses, per group.",
+            ("group",), registry=registry)
+        self.acquisition_lock_timeouts = Counter(
+            "sharegroup_acquisition_lock_timeout",
+            "Records whose acquisition lock expired (SharePartitionMetrics AcquisitionLockTimeoutPerSec).",
+            ("group",), registry=registry)
+        self.partition_load_time_ms = Histogram(
+            "sharegroup_partition_load_time_ms",
+            "Time to initialize a share-partition from the persister (ShareGroupMetrics PartitionLoadTimeMs).",
+            buckets=_TIME_MS_BUCKETS, registry=registry)
+        self.delayed_share_fetch_expires = Counter(
+            "sharegroup_delayed_share_fetch_expires",
+            "Waiting ShareFetch requests answered at their MaxWaitMs (DelayedShareFetchMetrics ExpiresPerSec).",
+            registry=registry)
+        self.share_sessions_count = Gauge(
+            "sharegroup_share_sessions_count", "Share sessions in the cache (ShareSessionCache ShareSessionsCount).",
+            registry=registry)
+        self.share_partitions_count = Gauge(
+            "sharegroup_share_partitions_count",
+            "Partitions over all share sessions (ShareSessionCache SharePartitionsCount).", registry=registry)
+        self.purgatory_size = Gauge(
+            "sharegroup_purgatory_size",
+            "ShareFetch requests waiting for records "
+            "(DelayedOperationPurgatory PurgatorySize, delayedOperation=ShareFetch).",
+            registry=registry)
+        self.in_flight_message_count = Gauge(
+            "sharegroup_in_flight_message_count",
+            "Records in the in-flight windows of every share-partition "
+            "(SharePartitionMetrics InFlightMessageCount, summed).",
+            registry=registry)
+
+
+_manager_metrics_for = PerRegistry(ManagerMetricFamilies, REGISTRY)
+
+
+def manager_metrics_for(registry: CollectorRegistry | None = None) -> ManagerMetricFamilies:
+    """The manager's metric families in `registry` (default: this module's REGISTRY), created on first use."""
+    return _manager_metrics_for(registry)
+
+
+class ShareManagerMetrics:
+    """A SharePartitionManager observer (it implements every event of `sharegroup.manager.ManagerObserver`)
+    that counts into Prometheus. Each event costs O(partitions of the request) or O(1)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.families = manager_metrics_for(registry)
+        f = self.families
+        self._fetch_time = f.request_total_time_ms.labels(request="ShareFetch")
+        self._ack_time = f.request_total_time_ms.labels(request="ShareAcknowledge")
+        self._acks = {t: f.record_acknowledgements.labels(ack_type=name) for t, name in _KAFKA_ACK_TYPES.items()}
+
+    def _count_topics(self, request_topics, response, total: Counter, failed: Counter) -> None:
+        topics = {t.topic_id for t in request_topics} | {t.topic_id for t in response.responses}
+        failed_topics = set(topics) if response.error_code else {
+            t.topic_id for t in response.responses for d in t.partitions if d.error_code}
+        for topic in topics:
+            total.labels(topic=str(topic)).inc()
+        for topic in failed_topics:
+            failed.labels(topic=str(topic)).inc()
+
+    def share_fetch_done(self, request, response, latency_ms: int) -> None:
+        f = self.families
+        self._count_topics(request.topics, response, f.total_share_fetch_requests, f.failed_share_fetch_requests)
+        self._fetch_time.observe(latency_ms)
+
+    def share_acknowledge_done(self, request, response, latency_ms: int) -> None:
+        f = self.families
+        self._count_topics(request.topics, response, f.total_share_acknowledgement_requests,
+                           f.failed_share_acknowledgement_requests)
+        self._ack_time.observe(latency_ms)
+
+    def records_acquired(self, group_id, topic_id, partition, records) -> None:
+        n = sum(last - first + 1 for first, last, _dc in records)
+        if n:
+            self.families.records_acquired.labels(group=group_id).inc(n)
+
+    def records_acknowledged(self, group_id, topic_id, partition, counts_by_type) -> None:
+        for t, n in counts_by_type.items():
+            self._acks[t].inc(n)
+
+    def locks_expired(self, group_id, topic_id, partition, records: int) -> None:
+        if records:
+            self.families.acquisition_lock_timeouts.labels(group=group_id).inc(records)
+
+    def partition_loaded(self, group_id, topic_id, partition, load_time_ms: int) -> None:
+        self.families.partition_load_time_ms.observe(load_time_ms)
+
+    def fetches_expired(self, count: int) -> None:
+        self.families.delayed_share_fetch_expires.inc(count)
+
+
+def bind_manager_metrics(manager, registry: CollectorRegistry | None = None) -> ShareManagerMetrics:
+    """Count `manager`'s events into `registry` and read its gauges (sessions, session partitions,
+    waiting fetches, in-flight records) at scrape time. One manager per registry: binding another one
+    moves the gauges to it."""
+    metrics = ShareManagerMetrics(registry)
+    manager.observer = metrics
+    f = metrics.families
+    f.share_sessions_count.set_function(lambda: manager.session_count)
+    f.share_partitions_count.set_function(lambda: manager.session_partition_count)
+    f.purgatory_size.set_function(lambda: manager.waiting_fetch_count)
+    f.in_flight_message_count.set_function(lambda: manager.in_flight_count)
+    return metrics
 
 
 class MetricsServer:

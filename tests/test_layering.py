@@ -6,7 +6,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LAYER0 = {"types", "errors", "config", "clock", "persistence", "logs"}
+LAYER0 = {"types", "errors", "config", "clock", "persistence", "logs", "share_messages"}
 LAYER1 = {"in_flight", "tracker"}
 
 
@@ -58,8 +58,12 @@ def test_core_is_pure_and_imports_only_vocabulary():
             assert sub is None or sub in LAYER0, (path.name, name)
 
 
+MANAGER = sorted((ROOT / "sharegroup" / "manager").glob("*.py"))
+
+
 def test_services_reach_durability_only_through_the_protocol():
-    services = [ROOT / "sharegroup" / "partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py"))]
+    services = [ROOT / "sharegroup" / "partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
+                *MANAGER]
     for path in services:
         for name in imports_of(path):
             assert not name.startswith("persister"), (path.name, name)
@@ -83,3 +87,13 @@ def test_persister_depends_on_layer_0_only():
         for name in imports_of(path):
             sub = sharegroup_module(name)
             assert sub is None or sub in LAYER0, (path.name, name)
+
+
+def test_the_manager_imports_only_vocabulary_the_core_and_services_never_an_edge():
+    assert MANAGER, "the sharegroup.manager package exists"
+    allowed = LAYER0 | LAYER1 | {"partition", "manager"}
+    for path in MANAGER:
+        for name in imports_of(path):
+            sub = sharegroup_module(name)
+            assert sub is None or sub in allowed, (path.name, name)
+            assert name.split(".")[0] not in {"persister", "prometheus_client", "pyspark"}, (path.name, name)

@@ -1,0 +1,578 @@
+"""SharePartitionManager: what a broker embeds to answer ShareFetch and ShareAcknowledge (SPEC §11).
+
+It owns every share-partition of the process (`partitions.py`), the share sessions (`sessions.py`),
+the waiting fetches (`delayed_fetch.py`) and one acquisition-lock timer (`lock_timer.py`). A request is
+answered whole:
+
+1. check it (`validation.py`) and apply its session epoch;
+2. apply its acknowledgements, per partition, before acquiring anything;
+3. visit the fetched partitions in rotating order with one MaxRecords budget, reading batch headers
+   from the `PartitionLogs` and acquiring from them; a partition's response carries the acquired ranges
+   and exactly the log batches that hold them (handles, never re-encoded);
+4. if nothing was acquired (and no acknowledgement changed state), wait for an event on one of its
+   partitions or MaxWaitMs, then try again.
+
+It also implements the group coordinator's listener (`on_member_left`, `on_group_deleted`,
+`on_offsets_deleted`) by duck typing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Sequence
+
+from ..clock import Clock, SystemClock
+from ..config import BrokerConfig, ShareGroupConfig
+from ..errors import Errors, ShareError
+from ..logs import LogBatch, LogRead, PartitionLogs
+from ..partition import SharePartitionStatus
+from ..persistence import Persister
+from ..share_messages import (
+    FINAL_EPOCH,
+    ShareAcknowledgePartitionData,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareAcknowledgeTopicResponse,
+    ShareAcquireMode,
+    ShareFetchPartitionData,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareFetchTopicResponse,
+)
+from ..types import AcknowledgementBatch
+from .batches import batches_holding, counts_by_type, whole_batches_within
+from .delayed_fetch import DelayedFetchPurgatory, WaitOutcome
+from .lock_timer import LockTimer
+from .observer import GroupConfigSource, ManagerObserver
+from .partitions import DROPPING_ERRORS, SharePartitionCache, SharePartitionEntry, log_error
+from .sessions import ContextKind, ShareFetchContext, ShareSessionCache, TopicPartition
+from .validation import ParsedRequest, check_acknowledgement_batches, parse_acknowledge, parse_fetch
+
+__all__ = ["SharePartitionManager"]
+
+log = logging.getLogger(__name__)
+
+MemberKey = tuple[str, str]
+AckResult = tuple[Errors, str | None]
+
+
+class SharePartitionManager:
+    """Every share-partition, share session, waiting fetch and lock timer of one broker process.
+
+    `coordinator` is anything with `group_config(group_id) -> ShareGroupConfig` (the group coordinator);
+    without one every group gets `config.share_group_config()`. Call `await start()` before serving (it
+    starts the lock timer) and `await close()` at the end; `async with` does both. An embedder that
+    schedules time itself (a simulation on a ManualClock) may skip `start()` and call
+    `await expire_due_locks()` when `lock_timer.next_deadline_ms` falls due: nothing then runs in the
+    background. The topic logs' appends must reach `on_append` (e.g. `logs.subscribe(mgr.on_append)`).
+    """
+
+    def __init__(
+        self,
+        *,
+        persister: Persister,
+        logs: PartitionLogs,
+        coordinator: GroupConfigSource | None = None,
+        config: BrokerConfig | None = None,
+        clock: Clock | None = None,
+        observer: ManagerObserver | None = None,
+    ) -> None:
+        self.config = config if config is not None else BrokerConfig()
+        self.clock = clock if clock is not None else SystemClock()
+        self.logs = logs
+        self.observer = observer if observer is not None else ManagerObserver()
+        self._coordinator = coordinator
+        self._default_group_config = self.config.share_group_config()
+        self._sessions = ShareSessionCache(self.config.max_share_sessions)
+        self._partitions = SharePartitionCache(
+            persister=persister, logs=logs, clock=self.clock, group_config=self.group_config,
+            on_loaded=self._on_loaded,
+        )
+        self._purgatory = DelayedFetchPurgatory(self.clock, on_expired=self._on_fetches_expired)
+        self._lock_timer = LockTimer(self.clock, self._expire_entry)
+        # Share-partitions where a member may hold acquired records: what a leave or session close releases.
+        self._held: dict[MemberKey, dict[SharePartitionEntry, None]] = {}
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the acquisition-lock timer service (needs the running event loop)."""
+        if self._closed:
+            raise RuntimeError("a closed SharePartitionManager cannot start again")
+        if not self._started:
+            self._started = True
+            self._lock_timer.start()
+
+    async def close(self) -> None:
+        """Answer waiting fetches, stop the lock timer, release every acquired record, close sessions."""
+        if self._closed:
+            return
+        self._closed = True
+        self._purgatory.close()
+        await self._lock_timer.stop()
+        held, self._held = self._held, {}
+        await asyncio.gather(*(self._release(member_key, entries) for member_key, entries in held.items()))
+        self._sessions.clear()
+
+    async def __aenter__(self) -> "SharePartitionManager":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    # -- what the outside can see ----------------------------------------------------------------------
+
+    def group_config(self, group_id: str) -> ShareGroupConfig:
+        """The share-group configuration of `group_id`: the coordinator's, else the broker defaults."""
+        if self._coordinator is not None:
+            config = self._coordinator.group_config(group_id)
+            if config is not None:
+                return config
+        return self._default_group_config
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+    @property
+    def session_partition_count(self) -> int:
+        return self._sessions.partition_count
+
+    @property
+    def waiting_fetch_count(self) -> int:
+        return len(self._purgatory)
+
+    @property
+    def share_partition_count(self) -> int:
+        return len(self._partitions)
+
+    @property
+    def in_flight_count(self) -> int:
+        """Records in the in-flight windows of every share-partition (O(share-partitions))."""
+        return sum(e.sp.in_flight_count for e in self._partitions if e.sp.status is SharePartitionStatus.ACTIVE)
+
+    @property
+    def sessions(self) -> ShareSessionCache:
+        return self._sessions
+
+    @property
+    def lock_timer(self) -> LockTimer:
+        return self._lock_timer
+
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int):
+        """The cached `SharePartition` of (group, topic, partition), or None (read-only use)."""
+        entry = self._partitions.get(group_id, topic_id, partition)
+        return None if entry is None else entry.sp
+
+    async def expire_due_locks(self) -> int:
+        """Run one lock-timer pass now (the service runs the same pass when a deadline falls due)."""
+        return await self._lock_timer.expire_due()
+
+    def _check(self) -> None:
+        self._sessions._check()
+        self._partitions._check()
+        self._purgatory._check()
+        self._lock_timer._check()
+
+    # -- events from the log and the group coordinator --------------------------------------------------
+
+    def on_append(self, topic_id: uuid.UUID, partition: int, end_offset: int = -1) -> None:
+        """The topic log grew: wake the fetches waiting on it (O(fetches waiting on that partition))."""
+        self._purgatory.wake_partition(topic_id, partition)
+
+    async def member_left(self, group_id: str, member_id: str) -> None:
+        """The member left or its membership expired: close its session and release its records
+        (delivery counts kept, so a member that keeps crashing on a record cannot loop forever)."""
+        self._sessions.remove(group_id, member_id)
+        await self._release_member(group_id, member_id)
+
+    async def on_member_left(self, group_id: str, member_id: str) -> None:
+        await self.member_left(group_id, member_id)
+
+    async def on_group_deleted(self, group_id: str) -> None:
+        """Drop the group's share-partitions and sessions (its durable state is gone)."""
+        self._sessions.remove_group(group_id)
+        for key in [k for k in self._held if k[0] == group_id]:
+            del self._held[key]
+        for entry in self._partitions.of_group(group_id):
+            self._drop(entry, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+
+    async def on_offsets_deleted(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
+        """Drop the group's share-partitions of these topics; the next request re-reads their state."""
+        topics = set(topic_ids)
+        for entry in self._partitions.of_group(group_id):
+            if entry.topic_id in topics:
+                self._drop(entry, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+
+    # -- ShareFetch ----------------------------------------------------------------------------------
+
+    async def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+        """Answer one ShareFetch whole (acknowledgements, session, acquisition, long polling)."""
+        started_ms = self.clock.now_ms()
+        response = await self._share_fetch(request)
+        self.observer.share_fetch_done(request, response, self.clock.now_ms() - started_ms)
+        return response
+
+    async def _share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+        if self._closed:
+            return ShareFetchResponse(error_code=Errors.UNKNOWN_SERVER_ERROR, error_message="the broker is closing")
+        try:
+            parsed = parse_fetch(request)
+        except ShareError as exc:
+            return ShareFetchResponse(error_code=exc.error, error_message=exc.message)
+        group_id, member_id = request.group_id, request.member_id
+        try:
+            context = self._sessions.new_fetch_context(
+                group_id, member_id, request.share_session_epoch, parsed.requested, parsed.forgotten,
+                parsed.ack_present,
+            )
+        except ShareError as exc:
+            if exc.error is Errors.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
+                # As Kafka: hold the refusal for MaxWaitMs so a full broker is not hammered.
+                await self._purgatory.watch(group_id, (), self.clock.now_ms() + request.max_wait_ms).future
+            return ShareFetchResponse(error_code=exc.error, error_message=exc.message)
+        config = self.group_config(group_id)
+        ack_results = await self._acknowledge(group_id, member_id, parsed, request.is_renew_ack)
+        acks_changed = any(code is Errors.NONE and parsed.acks[tp] for tp, (code, _m) in ack_results.items())
+        data: dict[TopicPartition, ShareFetchPartitionData] = {}
+        if context.kind is ContextKind.FINAL:
+            await self._close_session(group_id, member_id)
+        elif not request.is_renew_ack:
+            fetched = await self._fetch(context, request, acks_changed)
+            if isinstance(fetched, Errors):
+                return ShareFetchResponse(error_code=fetched, error_message="the share session moved on meanwhile")
+            data = fetched
+        return self._fetch_response(context, data, ack_results, config)
+
+    def _fetch_response(
+        self,
+        context: ShareFetchContext,
+        data: dict[TopicPartition, ShareFetchPartitionData],
+        ack_results: dict[TopicPartition, AckResult],
+        config: ShareGroupConfig,
+    ) -> ShareFetchResponse:
+        listed: dict[TopicPartition, ShareFetchPartitionData] = {}
+        for tp, item in data.items():
+            if context.listed(tp, bool(item.acquired_records), item.error_code is not Errors.NONE):
+                listed[tp] = item
+        for tp, (code, message) in ack_results.items():
+            entry = listed.get(tp)
+            if entry is None:
+                entry = listed[tp] = ShareFetchPartitionData(tp[1])
+            entry.acknowledge_error_code = code
+            entry.acknowledge_error_message = message
+        topics: dict[uuid.UUID, ShareFetchTopicResponse] = {}
+        for (topic_id, _p), item in listed.items():
+            topic = topics.get(topic_id)
+            if topic is None:
+                topic = topics[topic_id] = ShareFetchTopicResponse(topic_id)
+            topic.partitions.append(item)
+        return ShareFetchResponse(
+            acquisition_lock_timeout_ms=config.record_lock_duration_ms, responses=list(topics.values())
+        )
+
+    async def _fetch(
+        self, context: ShareFetchContext, request: ShareFetchRequest, acks_changed: bool
+    ) -> dict[TopicPartition, ShareFetchPartitionData] | Errors:
+        """Acquire for the context's partitions in rotated order; the result is in that order."""
+        order = list(context.fetch_partitions)
+        epoch = context.request_epoch
+        if context.kind is ContextKind.SUBSEQUENT and len(order) > 1 and epoch % len(order):
+            k = epoch % len(order)  # Kafka's round-robin: element k goes first
+            order = order[k:] + order[:k]
+        data = await self._fetch_partitions(order, request, context, acks_changed)
+        if isinstance(data, Errors):
+            return data
+        return {tp: data[tp] for tp in order if tp in data}
+
+    async def _fetch_partitions(
+        self, order: list[TopicPartition], request: ShareFetchRequest, context: ShareFetchContext,
+        acks_changed: bool,
+    ) -> dict[TopicPartition, ShareFetchPartitionData] | Errors:
+        """Acquire with one MaxRecords budget over `order`; if nothing came (and no acknowledgement
+        changed state), wait for an event on one of the partitions or MaxWaitMs, then try again."""
+        group_id = request.group_id
+        data: dict[TopicPartition, ShareFetchPartitionData] = {}
+        entries: dict[TopicPartition, SharePartitionEntry] = {}
+        cache = self._partitions
+        to_load = []
+        for tp in order:  # the common case needs no await: the share-partition is loaded and active
+            entry = cache.get(group_id, tp[0], tp[1])
+            if entry is not None and entry.sp.status is SharePartitionStatus.ACTIVE:
+                entries[tp] = entry
+            else:
+                to_load.append(tp)
+        if to_load:  # initialize the others concurrently
+            resolved = await asyncio.gather(*(self._resolve(group_id, tp) for tp in to_load))
+            for tp, result in zip(to_load, resolved):
+                if isinstance(result, SharePartitionEntry):
+                    entries[tp] = result
+                else:
+                    data[tp] = ShareFetchPartitionData(tp[1], error_code=result.error, error_message=result.message)
+        if not entries or request.max_records == 0 or request.max_bytes == 0:
+            return data
+        deadline_ms = self.clock.now_ms() + request.max_wait_ms
+        max_bytes = min(request.max_bytes, self.config.fetch_max_bytes)
+        expired = False
+        while True:
+            moved = context.is_current(self._sessions)
+            if moved is not Errors.NONE:
+                return moved  # acquire nothing the response would not ship
+            ready = []
+            for tp in order:
+                entry = entries.get(tp)
+                if entry is None:
+                    continue
+                if entry.dropped:
+                    data[tp] = ShareFetchPartitionData(tp[1], error_code=entry.drop_error,
+                                                       error_message="the share-partition was dropped")
+                    del entries[tp]
+                else:
+                    ready.append((tp, entry))
+            if not ready:
+                return data
+            final = expired or acks_changed or self._closed or self.clock.now_ms() >= deadline_ms
+            per_partition_bytes = max(1, max_bytes // len(ready))
+            reads: dict[TopicPartition, LogRead | ShareError] = {}
+            if request.min_bytes > 1 and not final:
+                available = 0
+                for tp, entry in ready:
+                    read = reads[tp] = self._read(entry, per_partition_bytes)
+                    if not isinstance(read, ShareError):
+                        nfo = entry.sp.next_fetch_offset()
+                        available += sum(b.size_bytes for b in read.batches if b.last_offset >= nfo)
+                if available < request.min_bytes and not any(isinstance(r, ShareError) for r in reads.values()):
+                    reads = {}
+                    ready_keys = [tp for tp, _e in ready]
+                    outcome = await self._wait(group_id, ready_keys, deadline_ms)
+                    if outcome is WaitOutcome.CLOSED:
+                        return data
+                    expired = outcome is WaitOutcome.EXPIRED
+                    continue
+            budget = request.max_records
+            acquired = 0
+            errors = False
+            for tp, entry in ready:
+                if budget <= 0:
+                    data[tp] = ShareFetchPartitionData(tp[1])
+                    continue
+                item = self._acquire(entry, request, budget, per_partition_bytes, reads.get(tp))
+                data[tp] = item
+                n = item.acquired_count
+                acquired += n
+                budget -= n
+                errors = errors or item.error_code is not Errors.NONE
+            if acquired or errors or final:
+                return data
+            outcome = await self._wait(group_id, [tp for tp, _e in ready], deadline_ms)
+            if outcome is WaitOutcome.CLOSED:
+                return data
+            expired = outcome is WaitOutcome.EXPIRED
+
+    async def _wait(self, group_id: str, keys: list[TopicPartition], deadline_ms: int) -> WaitOutcome:
+        waiter = self._purgatory.watch(group_id, keys, deadline_ms)
+        try:
+            return await waiter.future
+        except asyncio.CancelledError:
+            self._purgatory.cancel(waiter)
+            raise
+
+    async def _resolve(self, group_id: str, tp: TopicPartition) -> SharePartitionEntry | ShareError:
+        try:
+            return await self._partitions.get_or_create(group_id, tp[0], tp[1])
+        except ShareError as exc:
+            return exc
+
+    def _read(self, entry: SharePartitionEntry, max_bytes: int) -> LogRead | ShareError:
+        """Read batch headers from the share-partition's next fetch offset, pushing a moved log start
+        into it first; a fetch offset retention deleted meanwhile is moved up once and read again."""
+        topic_id, partition = entry.topic_id, entry.partition
+        sp = entry.sp
+        read_committed = sp.config.read_committed
+        for attempt in (0, 1):
+            try:
+                self._sync_log_start(entry)
+                return self.logs.read(topic_id, partition, sp.next_fetch_offset(), max_bytes,
+                                      read_committed=read_committed)
+            except ShareError as exc:
+                if exc.error is Errors.OFFSET_OUT_OF_RANGE and attempt == 0:
+                    continue
+                if exc.error in DROPPING_ERRORS:
+                    self._drop(entry, exc.error)
+                return exc
+        raise AssertionError("unreachable")
+
+    def _sync_log_start(self, entry: SharePartitionEntry) -> None:
+        log_start = self.logs.log_start_offset(entry.topic_id, entry.partition)
+        if log_start > entry.log_start_offset:
+            if log_start > entry.sp.start_offset:
+                entry.sp.update_log_start_offset(log_start)
+            entry.log_start_offset = log_start
+
+    def _acquire(
+        self, entry: SharePartitionEntry, request: ShareFetchRequest, budget: int, max_bytes: int,
+        read: LogRead | ShareError | None,
+    ) -> ShareFetchPartitionData:
+        """Acquire up to `budget` records of one share-partition and pick the batches that ship them."""
+        partition = entry.partition
+        if read is None:
+            read = self._read(entry, max_bytes)
+        if isinstance(read, ShareError):
+            return ShareFetchPartitionData(partition, error_code=read.error, error_message=read.message)
+        batches: Sequence[LogBatch] = read.batches
+        if not batches:
+            return ShareFetchPartitionData(partition)
+        sp = entry.sp
+        fetch_offset = sp.next_fetch_offset()
+        if request.share_acquire_mode == ShareAcquireMode.RECORD_LIMIT and sp.config.acquire_mode != "record_limit":
+            batches = whole_batches_within(batches, fetch_offset, budget)
+        try:
+            # A LogBatch's first five fields are a FetchedBatch's, all the tracker reads (by index), so
+            # the log's batches are passed as they are, without building a header per batch.
+            acquired = sp.acquire(
+                request.member_id, batches, max_records=budget, fetch_offset=fetch_offset,  # type: ignore[arg-type]
+                batch_size=request.batch_size or None, aborted_transactions=read.aborted_transactions,
+            )
+        except ShareError as exc:
+            if exc.error in DROPPING_ERRORS:
+                self._drop(entry, exc.error)
+            return ShareFetchPartitionData(partition, error_code=exc.error, error_message=exc.message)
+        if not acquired:
+            return ShareFetchPartitionData(partition)
+        self._lock_timer.schedule(entry)
+        member_key = (entry.group_id, request.member_id)
+        held = self._held.get(member_key)
+        if held is None:
+            held = self._held[member_key] = {}
+        held[entry] = None
+        self.observer.records_acquired(entry.group_id, entry.topic_id, partition, acquired)
+        return ShareFetchPartitionData(partition, records=batches_holding(batches, acquired),
+                                       acquired_records=tuple(acquired))
+
+    # -- ShareAcknowledge ------------------------------------------------------------------------------
+
+    async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        """Answer one ShareAcknowledge whole; at epoch -1 the session closes after the acknowledgements."""
+        started_ms = self.clock.now_ms()
+        response = await self._share_acknowledge(request)
+        self.observer.share_acknowledge_done(request, response, self.clock.now_ms() - started_ms)
+        return response
+
+    async def _share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        if self._closed:
+            return ShareAcknowledgeResponse(error_code=Errors.UNKNOWN_SERVER_ERROR,
+                                            error_message="the broker is closing")
+        try:
+            parsed = parse_acknowledge(request)
+            self._sessions.acknowledge_session_update(request.group_id, request.member_id,
+                                                      request.share_session_epoch)
+        except ShareError as exc:
+            return ShareAcknowledgeResponse(error_code=exc.error, error_message=exc.message)
+        results = await self._acknowledge(request.group_id, request.member_id, parsed, request.is_renew_ack)
+        if request.share_session_epoch == FINAL_EPOCH:
+            await self._close_session(request.group_id, request.member_id)
+        topics: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
+        for (topic_id, partition), (code, message) in results.items():
+            topic = topics.get(topic_id)
+            if topic is None:
+                topic = topics[topic_id] = ShareAcknowledgeTopicResponse(topic_id)
+            topic.partitions.append(ShareAcknowledgePartitionData(partition, code, message))
+        return ShareAcknowledgeResponse(
+            acquisition_lock_timeout_ms=self.group_config(request.group_id).record_lock_duration_ms,
+            responses=list(topics.values()),
+        )
+
+    async def _acknowledge(
+        self, group_id: str, member_id: str, parsed: ParsedRequest, renew_allowed: bool
+    ) -> dict[TopicPartition, AckResult]:
+        """Apply each partition's acknowledgements (partitions in parallel, so their writes can share a
+        group commit); the result per partition is its acknowledge error code. Partitions of a
+        ShareFetch without acknowledgements get no result."""
+        work = {tp: batches for tp, batches in parsed.acks.items() if batches}
+        if not work:
+            return {}
+        outcomes = await asyncio.gather(*(self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)
+                                          for tp, batches in work.items()))
+        return dict(zip(work, outcomes))
+
+    async def _acknowledge_partition(
+        self, group_id: str, member_id: str, tp: TopicPartition, batches: list[AcknowledgementBatch],
+        renew_allowed: bool,
+    ) -> AckResult:
+        problem = check_acknowledgement_batches(batches, renew_allowed)
+        if problem is not None:
+            return Errors.INVALID_REQUEST, problem
+        topic_id, partition = tp
+        missing = log_error(self.logs, topic_id, partition)
+        if missing is not Errors.NONE:
+            return missing, f"this broker has no log for {topic_id}-{partition}"
+        entry = self._partitions.get(group_id, topic_id, partition)
+        if entry is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, "the share-partition is not loaded on this broker"
+        try:
+            if entry.sp.status is not SharePartitionStatus.ACTIVE:
+                entry = await self._partitions.get_or_create(group_id, topic_id, partition)
+            await entry.sp.acknowledge(member_id, batches)
+        except ShareError as exc:
+            if exc.error in DROPPING_ERRORS or entry.sp.status is SharePartitionStatus.FENCED:
+                self._drop(entry, exc.error)
+            return exc.error, exc.message
+        self.observer.records_acknowledged(group_id, topic_id, partition, counts_by_type(batches))
+        self._purgatory.wake_share_partition(group_id, topic_id, partition)
+        return Errors.NONE, None
+
+    # -- releasing, expiring, dropping -------------------------------------------------------------------
+
+    async def _close_session(self, group_id: str, member_id: str) -> None:
+        self._sessions.remove(group_id, member_id)
+        await self._release_member(group_id, member_id)
+
+    async def _release_member(self, group_id: str, member_id: str) -> None:
+        entries = self._held.pop((group_id, member_id), None)
+        if entries:
+            await self._release((group_id, member_id), entries)
+
+    async def _release(self, member_key: MemberKey, entries: dict[SharePartitionEntry, None]) -> None:
+        async def one(entry: SharePartitionEntry) -> None:
+            if entry.dropped or entry.sp.status is not SharePartitionStatus.ACTIVE:
+                return
+            try:
+                await entry.sp.release_acquired_records(member_key[1])
+            except ShareError as exc:  # the records stay acquired until their locks expire
+                log.warning("releasing %s's records on %r failed: %s", member_key[1], entry, exc)
+                if exc.error in DROPPING_ERRORS:
+                    self._drop(entry, exc.error)
+                return
+            self._purgatory.wake_share_partition(*entry.key)
+
+        await asyncio.gather(*(one(entry) for entry in entries))
+
+    async def _expire_entry(self, entry: SharePartitionEntry) -> int:
+        if entry.dropped:
+            return 0
+        sp = entry.sp
+        count = await sp.expire_locks()
+        if count:
+            self.observer.locks_expired(entry.group_id, entry.topic_id, entry.partition, count)
+            self._purgatory.wake_share_partition(*entry.key)
+        if sp.status is SharePartitionStatus.FENCED:
+            self._drop(entry, Errors.NOT_LEADER_OR_FOLLOWER)
+        return count
+
+    def _drop(self, entry: SharePartitionEntry, error: Errors) -> None:
+        """Forget a share-partition (fenced, failed, deleted): its waiting fetches wake and see the error;
+        the next request re-creates it from durable state."""
+        if self._partitions.drop(entry, error):
+            self._purgatory.wake_share_partition(*entry.key)
+
+    def _on_loaded(self, entry: SharePartitionEntry, load_time_ms: int) -> None:
+        self.observer.partition_loaded(entry.group_id, entry.topic_id, entry.partition, load_time_ms)
+
+    def _on_fetches_expired(self, count: int) -> None:
+        self.observer.fetches_expired(count)
+
