@@ -124,17 +124,18 @@ def list_segment_bases(directory: str) -> list[int]:
 class BatchIndex:
     """Per-batch header facts of one segment, in compact arrays (about 50 bytes a batch).
 
-    `running_max_ts[i]` is the largest max timestamp of batches 0..i (starting from the previous
-    segment's), so it never decreases and a timestamp look-up is a binary search.
+    `max_ts[i]` is batch i's max timestamp; `running_max_ts[i]` the largest of batches 0..i of this
+    segment, which never decreases, so a timestamp look-up is a binary search.
     """
 
-    __slots__ = ("bases", "lasts", "positions", "sizes", "running_max_ts", "producer_ids", "flags")
+    __slots__ = ("bases", "lasts", "positions", "sizes", "max_ts", "running_max_ts", "producer_ids", "flags")
 
     def __init__(self) -> None:
         self.bases = array("q")
         self.lasts = array("q")
         self.positions = array("q")
         self.sizes = array("q")
+        self.max_ts = array("q")
         self.running_max_ts = array("q")
         self.producer_ids = array("q")
         self.flags = bytearray()
@@ -142,13 +143,14 @@ class BatchIndex:
     def __len__(self) -> int:
         return len(self.bases)
 
-    def add(self, header: BatchHeader, position: int, floor_ts: int) -> None:
+    def add(self, header: BatchHeader, position: int) -> None:
         """Index a batch (its header carries its assigned base offset) stored at `position`."""
-        prev = self.running_max_ts[-1] if self.running_max_ts else floor_ts
+        prev = self.running_max_ts[-1] if self.running_max_ts else -1
         self.bases.append(header.base_offset)
         self.lasts.append(header.base_offset + header.last_offset_delta)
         self.positions.append(position)
         self.sizes.append(header.batch_length + LOG_OVERHEAD_BYTES)
+        self.max_ts.append(header.max_timestamp)
         self.running_max_ts.append(max(prev, header.max_timestamp))
         self.producer_ids.append(header.producer_id)
         self.flags.append((FLAG_TRANSACTIONAL if header.is_transactional else 0)
@@ -195,6 +197,7 @@ class Segment:
 
     @property
     def max_timestamp(self) -> int:
+        """The largest timestamp in the segment (Kafka's `largestTimestamp`), -1 when empty."""
         return self.index.running_max_ts[-1] if len(self.index) else -1
 
     def read_range(self, first: int, end: int) -> memoryview:
@@ -245,7 +248,7 @@ def _batch_fault(buf, p: int, n: int, expected_base: int | None) -> str | None:
     return None
 
 
-def scan_segment(directory: str, base_offset: int, *, is_last: bool, floor_ts: int,
+def scan_segment(directory: str, base_offset: int, *, is_last: bool,
                  on_batch: BatchCallback, truncate: bool = True) -> ScanResult:
     """Open a segment file and index its batches, calling `on_batch(header, control_type)` for each.
 
@@ -287,7 +290,7 @@ def scan_segment(directory: str, base_offset: int, *, is_last: bool, floor_ts: i
                     return ScanResult(segment, at)
                 header = parse_header(buf, p)
                 ctype = control_type(buf, p) if header.is_control else None
-                segment.index.add(header, pos + p, floor_ts)
+                segment.index.add(header, pos + p)
                 on_batch(header, ctype)
                 expected = header.base_offset + header.last_offset_delta + 1
                 p += header.batch_length + LOG_OVERHEAD_BYTES

@@ -171,14 +171,12 @@ class TopicLog:
         while len(bases) > 1 and bases[1] <= start:  # wholly below the start: a deletion cut short
             os.unlink(os.path.join(self.directory, segment_file_name(bases.pop(0))))
         expected: int | None = None
-        floor_ts = -1
         for i, base in enumerate(bases):
             if expected is not None and base != expected:
                 raise CorruptLogError(os.path.join(self.directory, segment_file_name(base)), 0,
                                       f"segment starts at offset {base}, the previous one ends at {expected}")
             file_size = os.path.getsize(os.path.join(self.directory, segment_file_name(base)))
-            result = scan_segment(self.directory, base, is_last=i == len(bases) - 1, floor_ts=floor_ts,
-                                  on_batch=self._replay)
+            result = scan_segment(self.directory, base, is_last=i == len(bases) - 1, on_batch=self._replay)
             segment = result.segment
             self._segments.append(segment)
             self._segment_bases.append(base)
@@ -187,7 +185,6 @@ class TopicLog:
                 if self._fsync is not None:
                     self._fsync(segment.fd)
             expected = segment.next_offset
-            floor_ts = max(floor_ts, segment.max_timestamp)
         end = expected if expected is not None else start
         self._start = start
         self._end = self._next_offset = end
@@ -401,10 +398,9 @@ class TopicLog:
         for pending in group:
             i = bisect.bisect_right(self._segment_bases, pending.segment_base) - 1
             segment = self._segments[i]
-            floor_ts = self._segments[i - 1].max_timestamp if i > 0 and not len(segment.index) else -1
             pos = pending.position
             for header, ctype in zip(pending.headers, pending.control_types):
-                segment.index.add(header, pos, floor_ts)
+                segment.index.add(header, pos)
                 self._txns.on_batch(header, ctype)
                 pos += header.size_bytes
             segment.size_bytes = pos
@@ -502,11 +498,21 @@ class TopicLog:
             return self._end
         if isinstance(spec, bool) or not isinstance(spec, int):
             raise ValueError(f"an offset look-up takes 'earliest', 'latest' or a timestamp in ms, got {spec!r}")
-        for segment in self._segments:
+        for k, segment in enumerate(self._segments):
             idx = segment.index
-            if len(idx) and idx.running_max_ts[-1] >= spec:
-                i = bisect.bisect_left(idx.running_max_ts, spec)
-                return max(idx.bases[i], self._start)
+            if not len(idx) or idx.running_max_ts[-1] < spec:
+                continue
+            lo = idx.find(self._start) if k == 0 else 0
+            if lo and idx.running_max_ts[lo - 1] >= spec:
+                # Batches below the log start reach the timestamp: their running maximum says nothing
+                # about the batches from the start on, so look at those one by one (rare).
+                hits = (i for i in range(lo, len(idx)) if idx.max_ts[i] >= spec)
+                i = next(hits, -1)
+                if i < 0:
+                    continue
+            else:
+                i = bisect.bisect_left(idx.running_max_ts, spec, lo)
+            return max(idx.bases[i], self._start)
         return self._end
 
     # -- moving the log start ------------------------------------------------------------------

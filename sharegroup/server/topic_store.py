@@ -333,11 +333,13 @@ class TopicStore:
         return await self._log(topic_id, partition).append(records, acks=acks)
 
     async def write_transaction_marker(self, topic_id: uuid.UUID, partition: int, producer_id: int,
-                                       producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0) -> AppendResult:
-        """Write a commit or abort marker for `producer_id`'s transaction in one partition."""
+                                       producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
+                                       timestamp_ms: int | None = None) -> AppendResult:
+        """Write a commit or abort marker for `producer_id`'s transaction in one partition, stamped with
+        `timestamp_ms` (default: the store's clock)."""
         return await self._log(topic_id, partition).write_transaction_marker(
             producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
-            timestamp_ms=self._clock.now_ms())
+            timestamp_ms=self._clock.now_ms() if timestamp_ms is None else timestamp_ms)
 
     def init_producer_id(self, transactional_id: str | None = None, producer_id: int = -1,
                          producer_epoch: int = -1) -> tuple[int, int]:
