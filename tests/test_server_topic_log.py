@@ -445,3 +445,15 @@ def test_offset_for_timestamps(tmp_path):
             h.store.offset_for(h.tid, 0, "soon")
 
     scenario(tmp_path, body, segment_bytes=2 * len(produce_batch(2)))
+
+
+def test_timestamp_lookup_ignores_batches_below_the_log_start(tmp_path):
+    async def body(h):
+        for ts in (500, 100, 200):
+            await h.append(produce_batch(2, timestamp_ms=ts))
+        await h.store.delete_records(h.tid, 0, 2)
+        # The batch below the start (stamped 500) must not answer for 150: the first batch from the
+        # start on stamped at or after 150 is the one at offset 4.
+        assert [h.store.offset_for(h.tid, 0, ts) for ts in (50, 150, 200, 201)] == [2, 4, 4, 6]
+
+    scenario(tmp_path, body)
