@@ -211,3 +211,24 @@ def test_log_config_bounds_and_broker_keys():
                 {"auto.create.topics.enable": "yes"}, {"message.max.bytes": "x"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             LogConfig.from_broker_configs(bad)
+
+
+def test_a_failing_listener_does_not_stop_appends_and_stats_add_up(tmp_path):
+    async def body(store):
+        t = await store.create_topic("t", 2)
+        seen = []
+
+        def broken(*event):
+            seen.append(event)
+            raise RuntimeError("listener bug")
+
+        store.subscribe(broken)
+        for i in range(3):
+            await store.append(t.topic_id, i % 2, produce_batch(2), acks=-1)
+        assert seen == [(t.topic_id, 0, 2), (t.topic_id, 1, 2), (t.topic_id, 0, 4)]
+        stats = store.stats()
+        assert (stats["topics"], stats["partitions"], stats["appended_batches"], stats["group_commits"]) == (1, 2, 3, 3)
+        assert stats["size_bytes"] == stats["appended_bytes"] == 3 * len(produce_batch(2))
+        assert stats["fsyncs"] == 0  # fsync off in this store
+
+    with_store(tmp_path, body)

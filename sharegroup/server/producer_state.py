@@ -5,8 +5,9 @@ its last five batches. A produce is checked batch by batch, as Kafka's broker do
 
 1. A batch with the current epoch whose (first, last) sequence equals one of the last five batches is a
    *duplicate* (a retry of a batch already written): nothing is appended and the answer carries the
-   original offsets. Kafka answers such a retry with NONE (not DUPLICATE_SEQUENCE_NUMBER, which brokers
-   stopped sending in Kafka 1.0), so the producer treats it as the success it is.
+   original offsets. Kafka's broker answers such a retry with NONE and those offsets (the early
+   idempotent brokers of Kafka 0.11 answered DUPLICATE_SEQUENCE_NUMBER instead; clients take both as
+   success), so `AppendResult.duplicate` is information, not an error.
 2. An epoch below the current one: INVALID_PRODUCER_EPOCH (47; Kafka 2.7+ sends this rather than
    PRODUCER_FENCED on produce).
 3. A new (higher) epoch must start at sequence 0, unless the producer had no epoch yet:

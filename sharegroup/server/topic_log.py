@@ -186,6 +186,9 @@ class TopicLog:
                     self._fsync(segment.fd)
             expected = segment.next_offset
         end = expected if expected is not None else start
+        if start > end:
+            raise CorruptLogError(os.path.join(self.directory, LOG_START_FILE), 0,
+                                  f"log start offset {start} is past the end of the log {end}")
         self._start = start
         self._end = self._next_offset = end
         self._producers.truncate_head(start)
@@ -237,6 +240,14 @@ class TopicLog:
 
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.entry(producer_id)
+
+    def stats(self) -> dict[str, int]:
+        """Counters and sizes of this log (for metrics): what it appended, group commits and fsyncs
+        made, bytes cut as a torn tail on open, segments, bytes held, producers tracked."""
+        return {"appended_batches": self.appended_batches, "appended_bytes": self.appended_bytes,
+                "group_commits": self.group_commits, "fsyncs": self.fsyncs, "truncated_bytes": self.truncated_bytes,
+                "segments": len(self._segments), "size_bytes": self.size_bytes, "producers": len(self._producers),
+                "queued_bytes": self._queued_bytes}
 
     # -- appending -----------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ import asyncio
 import base64
 import fcntl
 import json
+import logging
 import os
 import re
 import uuid
@@ -60,6 +61,7 @@ from .topic_log import AppendResult, TopicLog
 __all__ = ["TopicStore", "TopicInfo", "AppendResult", "LogConfig", "StoreLockedError", "MAX_PARTITIONS_PER_TOPIC",
            "PRODUCER_ID_BLOCK_SIZE"]
 
+_logger = logging.getLogger(__name__)
 AppendListener = Callable[[uuid.UUID, int, int], None]
 TOPICS_FILE = "topics.json"
 PRODUCER_IDS_FILE = "producer-ids"
@@ -205,7 +207,10 @@ class TopicStore:
 
         def publish(log_end_offset: int) -> None:
             for listener in listeners:
-                listener(topic_id, partition, log_end_offset)
+                try:
+                    listener(topic_id, partition, log_end_offset)
+                except Exception:  # a listener's bug must not stop the log's writer
+                    _logger.exception("append listener %r failed for %s-%d", listener, topic_id, partition)
 
         return publish
 
@@ -400,6 +405,17 @@ class TopicStore:
 
     def offset_for(self, topic_id: uuid.UUID, partition: int, spec: object) -> int:
         return self._log(topic_id, partition).offset_for(spec)
+
+    def stats(self) -> dict[str, int]:
+        """Totals over every partition log (TopicLog.stats) plus topic and partition counts: the hook
+        the broker's metrics read."""
+        totals: dict[str, int] = {"topics": len(self._by_name), "partitions": 0}
+        for topic in self._by_name.values():
+            for log in topic.logs:
+                totals["partitions"] += 1
+                for key, value in log.stats().items():
+                    totals[key] = totals.get(key, 0) + value
+        return totals
 
     def partition_log(self, topic_id: uuid.UUID, partition: int) -> TopicLog:
         """The log of one partition (for tests, metrics and tools)."""
