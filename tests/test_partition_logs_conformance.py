@@ -74,14 +74,22 @@ class StoreDriver:
         data = produce_batch(n, timestamp_ms=ts, producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
                              base_sequence=seq, transactional=transactional)
         r = await self.logs.append(self.topic_id, 0, data, acks=-1)
+        self.check()
         return r.base_offset, r.last_offset
 
     async def end_txn(self, producer_id: int, commit: bool, ts: int):
         marker = await self.logs.write_transaction_marker(self.topic_id, 0, producer_id, 0, commit=commit, timestamp_ms=ts)
+        self.check()
         return marker.base_offset
 
     async def delete_records(self, before: int) -> int:
-        return await self.logs.delete_records(self.topic_id, 0, before)
+        start = await self.logs.delete_records(self.topic_id, 0, before)
+        self.check()
+        return start
+
+    def check(self) -> None:
+        """The log's invariants hold after every step."""
+        self.logs.partition_log(self.topic_id, 0)._check(deep=True)
 
     async def close(self) -> None:
         await self.logs.close()

@@ -39,6 +39,7 @@ class Harness:
         if self.store.topic_by_name("t") is None:
             await self.store.create_topic("t", 1)
         self.tid = self.store.topic_by_name("t").topic_id
+        self.log._check(deep=True)
         return self.store
 
     async def reopen(self) -> TopicStore:
@@ -46,7 +47,10 @@ class Harness:
         return await self.open()
 
     async def append(self, data: bytes, acks: int = -1):
-        return await self.store.append(self.tid, 0, data, acks=acks)
+        try:
+            return await self.store.append(self.tid, 0, data, acks=acks)
+        finally:
+            self.log._check(deep=True)
 
     @property
     def log(self):

@@ -48,6 +48,7 @@ __all__ = [
     "segment_file_name",
     "list_segment_bases",
     "scan_segment",
+    "SegmentWriter",
     "FLAG_TRANSACTIONAL",
     "FLAG_CONTROL",
 ]
@@ -214,6 +215,66 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class SegmentWriter:
+    """The writing end of a partition log, used by one worker thread at a time (the log's writer).
+
+    `write_group` writes a group of appends, each `(new_segment, segment_base, position, data)`, with
+    `pwrite` at the positions the log assigned, and makes them durable: a segment is fsync'd before the
+    next one gets bytes, the last one and (when segments were created) the directory at the end. It
+    returns the segments it created and the fsyncs it made. After a failure `undo` deletes the segments
+    the group created and cuts the last published segment back to its published size.
+    """
+
+    def __init__(self, directory: str, fsync: FsyncFn | None) -> None:
+        self.directory = directory
+        self.fsync = fsync
+        self.segment: Segment | None = None  # the segment appends go to
+        self.created: list[Segment] = []  # segments the current group created
+
+    def write_group(self, writes: list[tuple[bool, int, int, bytes | bytearray]]) -> tuple[list[Segment], int]:
+        fsync = self.fsync
+        self.created = new = []
+        fsyncs = 0
+        seg = self.segment
+        dirty = False
+        for new_segment, segment_base, position, data in writes:
+            if new_segment:
+                if dirty and fsync is not None:
+                    fsync(seg.fd)  # type: ignore[union-attr]
+                    fsyncs += 1
+                seg = self.segment = Segment.create(self.directory, segment_base)
+                new.append(seg)
+                dirty = False
+            view = memoryview(data)
+            while view:
+                written = os.pwrite(seg.fd, view, position)  # type: ignore[union-attr]
+                view = view[written:]
+                position += written
+            dirty = True
+        if fsync is not None:
+            if dirty:
+                fsync(seg.fd)  # type: ignore[union-attr]
+                fsyncs += 1
+            if new:
+                fsync_dir(self.directory, fsync)
+                fsyncs += 1
+        self.created = []
+        return new, fsyncs
+
+    def undo(self, published: Segment | None) -> None:
+        created, self.created = self.created, []
+        for seg in created:
+            seg.close()
+            os.unlink(seg.path)
+        if published is not None and published.fd >= 0:
+            os.ftruncate(published.fd, published.size_bytes)
+            self.segment = published
+
+    def close(self) -> None:
+        if self.segment is not None:
+            self.segment.close()
 
 
 class ScanResult(NamedTuple):

@@ -53,6 +53,7 @@ from .segment_files import (
     CorruptLogError,
     FsyncFn,
     Segment,
+    SegmentWriter,
     fsync_dir,
     list_segment_bases,
     scan_segment,
@@ -125,8 +126,7 @@ class TopicLog:
         self._next_offset = 0
         self._assign_base: int | None = None  # None: the next append starts a new segment
         self._assign_size = 0
-        self._write_segment: Segment | None = None  # touched only by the writer (worker thread)
-        self._creating: list[Segment] = []  # segments the current group created (the writer's)
+        self._files = SegmentWriter(directory, fsync)  # touched only by the writer's worker thread
         self._queue: list[_Pending] = []
         self._inflight: list[_Pending] = []
         self._queued_bytes = 0
@@ -196,7 +196,7 @@ class TopicLog:
         if self._segments:
             last = self._segments[-1]
             self._assign_base, self._assign_size = last.base_offset, last.size_bytes
-            self._write_segment = last
+            self._files.segment = last
 
     def _replay(self, header: BatchHeader, control_type: int | None) -> None:
         self._producers.replay(header)
@@ -355,9 +355,9 @@ class TopicLog:
             while self._queue and self._failed is None:
                 group, self._queue = self._queue, []
                 self._inflight = group
+                writes = [(p.new_segment, p.segment_base, p.position, p.data) for p in group]
                 try:
-                    self._creating = []
-                    new_segments, fsyncs = await loop.run_in_executor(None, self._write_group, group)
+                    new_segments, fsyncs = await loop.run_in_executor(None, self._files.write_group, writes)
                 except BaseException as exc:  # noqa: BLE001 - every failure fails the appends, never the loop
                     await self._fail(exc)
                     return
@@ -367,39 +367,6 @@ class TopicLog:
         finally:
             self._inflight = []
             self._writer = None
-
-    def _write_group(self, group: list[_Pending]) -> tuple[list[Segment], int]:
-        """Worker thread: write a group and make it durable; returns the segments it created and the
-        fsyncs made."""
-        fsync = self._fsync
-        new: list[Segment] = []
-        fsyncs = 0
-        seg = self._write_segment
-        dirty = False
-        for pending in group:
-            if pending.new_segment:
-                if dirty and fsync is not None:
-                    fsync(seg.fd)  # type: ignore[union-attr]
-                    fsyncs += 1
-                seg = Segment.create(self.directory, pending.segment_base)
-                new.append(seg)
-                self._creating = new
-                self._write_segment = seg
-            view = memoryview(pending.data)
-            pos = pending.position
-            while view:
-                written = os.pwrite(seg.fd, view, pos)  # type: ignore[union-attr]
-                view = view[written:]
-                pos += written
-            dirty = True
-        if fsync is not None:
-            if dirty:
-                fsync(seg.fd)  # type: ignore[union-attr]
-                fsyncs += 1
-            if new:
-                fsync_dir(self.directory, fsync)
-                fsyncs += 1
-        return new, fsyncs
 
     def _publish(self, group: list[_Pending], new_segments: list[Segment]) -> None:
         """Event loop: make a durable group visible, answer its appends, tell the listener."""
@@ -436,17 +403,8 @@ class TopicLog:
                 pending.future.set_exception(error)
         self._queued_bytes = 0
         published = self._segments[-1] if self._segments else None
-        created, self._creating = self._creating, []
-
-        def undo() -> None:
-            for seg in created:
-                seg.close()
-                os.unlink(seg.path)
-            if published is not None and published.fd >= 0:
-                os.ftruncate(published.fd, published.size_bytes)
-
         try:
-            await asyncio.get_running_loop().run_in_executor(None, undo)
+            await asyncio.get_running_loop().run_in_executor(None, self._files.undo, published)
         except OSError:
             pass  # the log already refuses appends; reopening recovers from what is on disk
 
@@ -616,11 +574,10 @@ class TopicLog:
     def _close_files(self) -> None:
         for segment in self._segments:
             segment.close()
-        if self._write_segment is not None:
-            self._write_segment.close()
+        self._files.close()
 
-    def _check(self) -> None:
-        """Invariants of the published state (cheap: O(segments))."""
+    def _check(self, deep: bool = False) -> None:
+        """Invariants of the published state: O(segments), or O(batches) with `deep` (tests)."""
         assert 0 <= self._start <= self.last_stable_offset <= self._end <= self._next_offset, (
             self._start, self.last_stable_offset, self._end, self._next_offset)
         assert self._segment_bases == [s.base_offset for s in self._segments]
@@ -629,3 +586,15 @@ class TopicLog:
         if self._segments:
             assert self._segments[0].base_offset <= self._start, (self._segments[0].base_offset, self._start)
             assert self._segments[-1].next_offset == self._end or self._next_offset > self._end
+        if not deep:
+            return
+        for seg in self._segments:
+            idx = seg.index
+            expected_base, expected_pos, running = seg.base_offset, 0, -1
+            for i in range(len(idx)):
+                assert (idx.bases[i], idx.positions[i]) == (expected_base, expected_pos), (seg.path, i)
+                assert idx.lasts[i] >= idx.bases[i] and idx.sizes[i] >= 61
+                running = max(running, idx.max_ts[i])
+                assert idx.running_max_ts[i] == running
+                expected_base, expected_pos = idx.lasts[i] + 1, expected_pos + idx.sizes[i]
+            assert seg.size_bytes == expected_pos and seg.fd >= 0, seg.path
