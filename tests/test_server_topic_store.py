@@ -200,7 +200,7 @@ def test_a_partition_directory_lost_after_the_metadata_was_written_comes_back_em
 
 
 def test_log_config_bounds_and_broker_keys():
-    assert LogConfig() == LogConfig(2**30, 7 * 86_400_000, -1, 1_048_588, 1, True)
+    assert LogConfig() == LogConfig(2**30, 7 * 86_400_000, -1, 1_048_588, 1, True, 300_000)
     cfg = LogConfig.from_broker_configs({"log.segment.bytes": "1024", "log.retention.hours": "2",
                                          "num.partitions": "4", "auto.create.topics.enable": "false",
                                          "log.dirs": "/ignored"})
@@ -208,7 +208,8 @@ def test_log_config_bounds_and_broker_keys():
         1024, 7_200_000, 4, False)
     assert LogConfig.from_broker_configs({"log.retention.ms": "5", "log.retention.hours": "2"}).retention_ms == 5
     for bad in ({"log.segment.bytes": "13"}, {"num.partitions": "0"}, {"log.retention.ms": "-2"},
-                {"auto.create.topics.enable": "yes"}, {"message.max.bytes": "x"}):
+                {"auto.create.topics.enable": "yes"}, {"message.max.bytes": "x"},
+                {"log.retention.check.interval.ms": "0"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             LogConfig.from_broker_configs(bad)
 
@@ -230,5 +231,21 @@ def test_a_failing_listener_does_not_stop_appends_and_stats_add_up(tmp_path):
         assert (stats["topics"], stats["partitions"], stats["appended_batches"], stats["group_commits"]) == (1, 2, 3, 3)
         assert stats["size_bytes"] == stats["appended_bytes"] == 3 * len(produce_batch(2))
         assert stats["fsyncs"] == 0  # fsync off in this store
+
+    with_store(tmp_path, body)
+
+
+def test_topic_overrides_apply_and_accepted_kafka_keys_are_kept(tmp_path):
+    async def body(store):
+        data = produce_batch(5)
+        strict = await store.create_topic("strict", 1, {"max.message.bytes": str(len(data) - 1),
+                                                        "cleanup.policy": "delete", "min.insync.replicas": "1"})
+        loose = await store.create_topic("loose", 1)
+        with refused(Errors.MESSAGE_TOO_LARGE):
+            await store.append(strict.topic_id, 0, data, acks=-1)
+        assert (await store.append(loose.topic_id, 0, data, acks=-1)).base_offset == 0
+        assert store.topic_configs("strict")["cleanup.policy"] == "delete"
+        assert store.topic_log_config("strict").max_message_bytes == len(data) - 1
+        assert store.topic_log_config("loose") == store.log_config
 
     with_store(tmp_path, body)
