@@ -116,6 +116,7 @@ def test_length_below_the_header_and_truncated_input_are_corrupt_message():
 
 def test_no_batch_at_all_is_invalid_record():
     refused(b"", Errors.INVALID_RECORD)
+    refused(None, Errors.INVALID_RECORD)  # null records in a Produce request
 
 
 def test_batch_larger_than_max_message_bytes():

@@ -461,3 +461,20 @@ def test_timestamp_lookup_ignores_batches_below_the_log_start(tmp_path):
         assert [h.store.offset_for(h.tid, 0, ts) for ts in (50, 150, 200, 201)] == [2, 4, 4, 6]
 
     scenario(tmp_path, body)
+
+
+def test_a_retry_of_a_published_batch_does_not_wait_for_later_writes(tmp_path):
+    import threading
+
+    async def body(h):
+        data = produce_batch(2, producer_id=5, producer_epoch=0, base_sequence=0)
+        await h.append(data)
+        h.fsync.gate = gate = threading.Event()
+        later = asyncio.ensure_future(h.append(produce_batch(1)))
+        await asyncio.sleep(0)
+        assert await h.append(data) == (0, 1, -1, 0, True)  # answered while the later write waits
+        assert not later.done()
+        gate.set()
+        assert (await later).base_offset == 2
+
+    scenario(tmp_path, body)

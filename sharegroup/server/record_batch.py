@@ -154,6 +154,8 @@ def validate_produce_batches(data: bytes | bytearray | memoryview, *, max_messag
 
     Runtime: O(bytes) for the CRCs (hardware CRC-32C), O(batches) for the rest.
     """
+    if data is None:
+        raise ShareError(Errors.INVALID_RECORD, "a produce request needs records (got null)")
     view = memoryview(data)
     n = len(view)
     if n == 0:

@@ -324,6 +324,8 @@ class TopicLog:
 
     async def _wait_published(self, offset: int) -> None:
         """Wait until `offset` is published (a duplicate of a batch still on its way to the disk)."""
+        if offset < self._end:
+            return
         for pending in (*self._inflight, *self._queue):
             if pending.last_offset >= offset:
                 await asyncio.shield(pending.future)
