@@ -404,6 +404,10 @@ class TopicLog:
             if not pending.future.done():
                 pending.future.set_exception(error)
         self._queued_bytes = 0
+        if isinstance(exc, asyncio.CancelledError):
+            # The loop is shutting down: the worker thread may still be writing, so cutting bytes back
+            # now could race it. Reopening treats whatever it left like a crash would.
+            raise exc
         published = self._segments[-1] if self._segments else None
         try:
             await asyncio.get_running_loop().run_in_executor(None, self._files.undo, published)
