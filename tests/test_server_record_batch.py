@@ -77,6 +77,10 @@ def test_several_batches_back_to_back():
     a, b = batch(2), batch(5, producer_id=1, producer_epoch=0, base_sequence=0)
     headers = validate_produce_batches(a + b, max_message_bytes=MAX)
     assert [h.record_count for h in headers] == [2, 5]
+    assert validate_produce_batches(a + b, max_message_bytes=MAX, max_batches=2) == headers
+    with pytest.raises(ShareError) as err:  # Kafka's Produce v3+: exactly one batch per partition
+        validate_produce_batches(a + b, max_message_bytes=MAX, max_batches=1)
+    assert err.value.error == Errors.INVALID_RECORD
 
 
 def test_bad_crc_is_corrupt_message():

@@ -46,9 +46,9 @@ class Harness:
         await self.store.close()
         return await self.open()
 
-    async def append(self, data: bytes, acks: int = -1):
+    async def append(self, data: bytes, acks: int = -1, max_batches: int | None = 1):
         try:
-            return await self.store.append(self.tid, 0, data, acks=acks)
+            return await self.store.append(self.tid, 0, data, acks=acks, max_batches=max_batches)
         finally:
             self.log._check(deep=True)
 
@@ -116,7 +116,7 @@ def test_a_bad_batch_appends_nothing_of_the_request(tmp_path, damage, error):
         good = produce_batch(3, producer_id=1, producer_epoch=0, base_sequence=0)
         size_before = os.path.getsize(os.path.join(h.dir, segment_file_name(0)))
         with refused(error):
-            await h.append(good + damage(produce_batch(2)))
+            await h.append(good + damage(produce_batch(2)), max_batches=None)
         assert h.end() == 2 and len(h.read_all().batches) == 1
         assert os.path.getsize(os.path.join(h.dir, segment_file_name(0))) == size_before
         assert h.log.producer_entry(1) is None  # the good batch's sequence was not taken either
@@ -476,5 +476,17 @@ def test_a_retry_of_a_published_batch_does_not_wait_for_later_writes(tmp_path):
         assert not later.done()
         gate.set()
         assert (await later).base_offset == 2
+
+    scenario(tmp_path, body)
+
+
+def test_a_produce_carries_exactly_one_batch_unless_allowed_more(tmp_path):
+    async def body(h):
+        two = produce_batch(2) + produce_batch(3)
+        with refused(Errors.INVALID_RECORD):
+            await h.append(two)
+        assert h.end() == 0
+        assert (await h.append(two, max_batches=2)) == (0, 4, -1, 0, False)
+        assert [b.base_offset for b in h.read_all().batches] == [0, 2]
 
     scenario(tmp_path, body)

@@ -27,7 +27,9 @@ Error codes on produce, as Kafka's broker answers them (its `ProduceRequest.vali
   Kafka's answer to the reverse case, a new feature on an old format, which cannot happen here;
 - a batch larger than `max.message.bytes`: MESSAGE_TOO_LARGE (10);
 - a batch whose record count disagrees with its offset range, a control batch from a client, a producer
-  id with a negative base sequence, no batch at all: INVALID_RECORD (87).
+  id with a negative base sequence, no batch at all: INVALID_RECORD (87);
+- more than one batch where a Produce request (v3+) may carry exactly one per partition: INVALID_RECORD
+  (87), unless the caller allows more (`max_batches`).
 """
 
 from __future__ import annotations
@@ -147,10 +149,12 @@ def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size_bytes: int) ->
     return crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_POS : pos + size_bytes])
 
 
-def validate_produce_batches(data: bytes | bytearray | memoryview, *, max_message_bytes: int) -> list[BatchHeader]:
-    """Check a Produce request's records for one partition: whole RecordBatch v2 batches back to back,
-    each with a good CRC and a consistent header. Returns the headers in order; raises ShareError with
-    Kafka's code (module docstring) at the first fault, having changed nothing.
+def validate_produce_batches(data: bytes | bytearray | memoryview, *, max_message_bytes: int,
+                             max_batches: int | None = None) -> list[BatchHeader]:
+    """Check a Produce request's records for one partition: whole RecordBatch v2 batches back to back
+    (at most `max_batches` of them; Kafka's Produce takes exactly one), each with a good CRC and a
+    consistent header. Returns the headers in order; raises ShareError with Kafka's code (module
+    docstring) at the first fault, having changed nothing.
 
     Runtime: O(bytes) for the CRCs (hardware CRC-32C), O(batches) for the rest.
     """
@@ -164,6 +168,9 @@ def validate_produce_batches(data: bytes | bytearray | memoryview, *, max_messag
     pos = 0
     while pos < n:
         index = len(headers)
+        if max_batches is not None and index >= max_batches:
+            raise ShareError(Errors.INVALID_RECORD,
+                             f"a produce request may carry {max_batches} record batch(es) per partition, not more")
         if n - pos < _MAGIC_POS + 1:
             raise ShareError(Errors.CORRUPT_MESSAGE, f"batch {index}: {n - pos} bytes left, too few for a batch header")
         magic = view[pos + _MAGIC_POS]

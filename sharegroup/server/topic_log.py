@@ -251,8 +251,10 @@ class TopicLog:
 
     # -- appending -----------------------------------------------------------------------------
 
-    async def append(self, records: bytes | bytearray | memoryview, *, acks: int = -1) -> AppendResult:
-        """Append a Produce request's records (one or more RecordBatch v2) for this partition.
+    async def append(self, records: bytes | bytearray | memoryview, *, acks: int = -1,
+                     max_batches: int | None = 1) -> AppendResult:
+        """Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
+        carries (`max_batches`: how many the caller allows; None for any number).
 
         Raises ShareError with Kafka's code, changing nothing, for bad batches (record_batch), a request
         larger than `segment.bytes` (RECORD_LIST_TOO_LARGE), producer epoch/sequence faults
@@ -260,7 +262,8 @@ class TopicLog:
         five batches appends nothing and answers with the original offsets (`duplicate=True`)."""
         await self._wait_for_room()
         self._check_writable()
-        headers = validate_produce_batches(records, max_message_bytes=self.config.max_message_bytes)
+        headers = validate_produce_batches(records, max_message_bytes=self.config.max_message_bytes,
+                                           max_batches=max_batches)
         size = len(records)
         if size > self.config.segment_bytes:
             raise ShareError(Errors.RECORD_LIST_TOO_LARGE,

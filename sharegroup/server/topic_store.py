@@ -15,7 +15,7 @@ Interface (what the wire layer calls)::
     await store.create_topic(name, num_partitions=None, configs=None, *, replication_factor=-1,
                              validate_only=False)                        -> TopicInfo
     await store.auto_create_topic(name)     -> TopicInfo | None (None when auto-creation is off)
-    await store.append(topic_id, partition, records, *, acks)              -> AppendResult
+    await store.append(topic_id, partition, records, *, acks, max_batches=1) -> AppendResult
     store.init_producer_id(transactional_id=None, producer_id=-1, producer_epoch=-1) -> (id, epoch)
     store.subscribe(listener)   # listener(topic_id, partition, log_end_offset) after every publish
     PartitionLogs: has_partition, log_start_offset, log_end_offset, last_stable_offset, read, offset_for
@@ -329,13 +329,14 @@ class TopicStore:
     # -- producing -----------------------------------------------------------------------------
 
     async def append(self, topic_id: uuid.UUID, partition: int, records: bytes | bytearray | memoryview, *,
-                     acks: int) -> AppendResult:
+                     acks: int, max_batches: int | None = 1) -> AppendResult:
         """Append a Produce request's records for one partition (TopicLog.append); acks -1 and 1 return
         once the records are durable (group commit), acks 0 once they are queued. acks outside
-        {-1, 0, 1}: INVALID_REQUIRED_ACKS."""
+        {-1, 0, 1}: INVALID_REQUIRED_ACKS. Like Kafka's Produce (v3+), the records must be exactly one
+        batch (INVALID_RECORD otherwise) unless `max_batches` allows more (None: any number)."""
         if acks not in (-1, 0, 1):
             raise ShareError(Errors.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks!r}")
-        return await self._log(topic_id, partition).append(records, acks=acks)
+        return await self._log(topic_id, partition).append(records, acks=acks, max_batches=max_batches)
 
     async def write_transaction_marker(self, topic_id: uuid.UUID, partition: int, producer_id: int,
                                        producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
