@@ -490,3 +490,19 @@ def test_a_produce_carries_exactly_one_batch_unless_allowed_more(tmp_path):
         assert [b.base_offset for b in h.read_all().batches] == [0, 2]
 
     scenario(tmp_path, body)
+
+
+def test_idle_producers_expire_unless_in_a_transaction(tmp_path):
+    async def body(h):
+        now = h.clock.now_ms()
+        await h.append(produce_batch(1, producer_id=1, producer_epoch=0, base_sequence=0, timestamp_ms=now - HOUR_MS))
+        await h.append(produce_batch(1, producer_id=2, producer_epoch=0, base_sequence=0, timestamp_ms=now))
+        await h.append(produce_batch(1, producer_id=3, producer_epoch=0, base_sequence=0, timestamp_ms=now - HOUR_MS,
+                                     transactional=True))
+        assert await h.store.enforce_retention() == []
+        assert [h.log.producer_entry(p) is None for p in (1, 2, 3)] == [True, False, False]
+        assert h.store.stats()["expired_producers"] == 1
+        # Forgotten: its next batch is accepted whatever its sequence (an unknown producer).
+        assert (await h.append(produce_batch(1, producer_id=1, producer_epoch=0, base_sequence=9))).base_offset == 3
+
+    scenario(tmp_path, body, producer_id_expiration_ms=HOUR_MS)

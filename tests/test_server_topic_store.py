@@ -200,7 +200,7 @@ def test_a_partition_directory_lost_after_the_metadata_was_written_comes_back_em
 
 
 def test_log_config_bounds_and_broker_keys():
-    assert LogConfig() == LogConfig(2**30, 7 * 86_400_000, -1, 1_048_588, 1, True, 300_000)
+    assert LogConfig() == LogConfig(2**30, 7 * 86_400_000, -1, 1_048_588, 1, True, 300_000, 86_400_000)
     cfg = LogConfig.from_broker_configs({"log.segment.bytes": "1024", "log.retention.hours": "2",
                                          "num.partitions": "4", "auto.create.topics.enable": "false",
                                          "log.dirs": "/ignored"})

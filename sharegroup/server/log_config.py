@@ -12,6 +12,7 @@ topic value is `ShareError(INVALID_CONFIG)`, as Kafka answers CreateTopics.
 | max_message_bytes | message.max.bytes | max.message.bytes | 1048588 | >= 0 |
 | num_partitions | num.partitions | — | 1 | >= 1 |
 | retention_check_interval_ms | log.retention.check.interval.ms | — | 300000 (5 min) | >= 1 |
+| producer_id_expiration_ms | producer.id.expiration.ms | — | 86400000 (1 day) | >= 1 |
 | auto_create_topics_enable | auto.create.topics.enable | — | true | — |
 """
 
@@ -37,6 +38,7 @@ _INT_FIELDS: dict[str, tuple[str, str | None, int, int]] = {
     "max_message_bytes": ("message.max.bytes", "max.message.bytes", 0, _INT_MAX),
     "num_partitions": ("num.partitions", None, 1, _INT_MAX),
     "retention_check_interval_ms": ("log.retention.check.interval.ms", None, 1, _LONG_MAX),
+    "producer_id_expiration_ms": ("producer.id.expiration.ms", None, 1, _INT_MAX),
 }
 
 # Kafka topic configs the store accepts on CreateTopics without acting on them (a single node has no
@@ -77,6 +79,7 @@ class LogConfig:
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     retention_check_interval_ms: int = 300_000  # how often the broker calls TopicStore.enforce_retention
+    producer_id_expiration_ms: int = 86_400_000
 
     def __post_init__(self) -> None:
         for name, (key, _, low, high) in _INT_FIELDS.items():

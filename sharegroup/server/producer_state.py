@@ -15,7 +15,8 @@ its last five batches. A produce is checked batch by batch, as Kafka's broker do
 4. Same epoch: the first sequence must follow the last one (INT32_MAX wraps to 0), else
    OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-An unknown producer id (never seen, or whose batches all went below the log start) is accepted with
+An unknown producer id (never seen, whose batches all went below the log start, or expired: idle for
+`producer.id.expiration.ms` by its batches' timestamps, with no open transaction) is accepted with
 any sequence, as Kafka has done since KIP-360 (2.5): UNKNOWN_PRODUCER_ID (59) is no longer a produce
 answer. The check computes its updates on copies, so a refused produce changes nothing; `apply` commits
 them once the batches are queued for writing.
@@ -54,17 +55,20 @@ class BatchMetadata(NamedTuple):
 
 
 class ProducerEntry:
-    """One producer's state in one partition: epoch, last batches, the offset of its last batch."""
+    """One producer's state in one partition: epoch, last batches, the offset and the (max) timestamp
+    of its last batch."""
 
-    __slots__ = ("epoch", "batches", "last_offset")
+    __slots__ = ("epoch", "batches", "last_offset", "last_timestamp")
 
-    def __init__(self, epoch: int = -1, batches: Sequence[BatchMetadata] = (), last_offset: int = -1) -> None:
+    def __init__(self, epoch: int = -1, batches: Sequence[BatchMetadata] = (), last_offset: int = -1,
+                 last_timestamp: int = -1) -> None:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=RETAINED_BATCHES)
         self.last_offset = last_offset
+        self.last_timestamp = last_timestamp
 
     def copy(self) -> ProducerEntry:
-        return ProducerEntry(self.epoch, self.batches, self.last_offset)
+        return ProducerEntry(self.epoch, self.batches, self.last_offset, self.last_timestamp)
 
     def duplicate_of(self, header: BatchHeader) -> BatchMetadata | None:
         if header.producer_epoch != self.epoch:
@@ -131,6 +135,7 @@ class ProducerStateManager:
             last = base + header.last_offset_delta
             entry.batches.append(BatchMetadata(seq, header.last_sequence, base, last))
             entry.last_offset = last
+            entry.last_timestamp = header.max_timestamp
         return None, updates
 
     def apply(self, updates: dict[int, ProducerEntry]) -> None:
@@ -151,6 +156,17 @@ class ProducerStateManager:
             entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence, header.base_offset,
                                                header.last_offset))
         entry.last_offset = header.last_offset
+        entry.last_timestamp = header.max_timestamp
+
+    def remove_expired(self, now_ms: int, expiration_ms: int, open_transactions: dict[int, int]) -> int:
+        """Forget producers idle for `expiration_ms` (by their last batch's timestamp) without an open
+        transaction, as Kafka's `producer.id.expiration.ms` does; returns how many. This bounds the
+        state a stream of short-lived producers leaves behind."""
+        gone = [pid for pid, e in self._producers.items()
+                if now_ms - e.last_timestamp >= expiration_ms and pid not in open_transactions]
+        for pid in gone:
+            del self._producers[pid]
+        return len(gone)
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget producers whose last batch lies wholly below the new log start (as Kafka does)."""

@@ -135,6 +135,7 @@ class TopicLog:
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.truncated_bytes = 0
+        self.expired_producers = 0
         self.appended_batches = 0
         self.appended_bytes = 0
         self.group_commits = 0
@@ -247,6 +248,7 @@ class TopicLog:
         return {"appended_batches": self.appended_batches, "appended_bytes": self.appended_bytes,
                 "group_commits": self.group_commits, "fsyncs": self.fsyncs, "truncated_bytes": self.truncated_bytes,
                 "segments": len(self._segments), "size_bytes": self.size_bytes, "producers": len(self._producers),
+                "expired_producers": self.expired_producers,
                 "queued_bytes": self._queued_bytes}
 
     # -- appending -----------------------------------------------------------------------------
@@ -516,8 +518,11 @@ class TopicLog:
         """Delete the oldest whole segments past `retention.ms` (by their largest timestamp) or beyond
         `retention.bytes`, as Kafka's retention does, and move the log start to the first kept offset.
         The active segment goes too when it is expired and nothing is on its way to it; the next
-        append then starts a new segment. Returns the new log start, or None when nothing moved."""
+        append then starts a new segment. Producers idle for `producer.id.expiration.ms` are forgotten
+        on the way. Returns the new log start, or None when nothing moved."""
         cfg = self.config
+        self.expired_producers += self._producers.remove_expired(now_ms, cfg.producer_id_expiration_ms,
+                                                                 self._txns.open_transactions())
         async with self._start_lock:
             segs = self._segments
             count = len(segs)
