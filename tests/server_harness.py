@@ -1,0 +1,257 @@
+"""Helpers for the `sharegroup serve` tests: an in-process broker on a background loop, the real CLI as a
+subprocess, and a raw kio client for what real clients never send."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import pathlib
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.serial import entity_reader, entity_writer
+
+from sharegroup.errors import Errors, ShareError
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+READY_TIMEOUT_S = 20.0
+IO_TIMEOUT_S = 10.0
+
+
+# -- a stand-in topic store with the documented interface (used where the real one is not the point) ---
+
+
+@dataclass
+class FakeTopic:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FakeAppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+class FakeTopicStore:
+    """In-memory topics; `append` assigns offsets from the batch header's lastOffsetDelta."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, FakeTopic] = {}
+        self.logs: dict[tuple[uuid.UUID, int], list[bytes]] = {}
+        self.end: dict[tuple[uuid.UUID, int], int] = {}
+        self.next_producer_id = 1000
+        self.closed = False
+
+    def topics(self):
+        return list(self._by_name.values())
+
+    def topic_by_name(self, name):
+        return self._by_name.get(name)
+
+    def topic_by_id(self, topic_id):
+        return next((t for t in self._by_name.values() if t.topic_id == topic_id), None)
+
+    def create_topic(self, name, num_partitions, configs):
+        if name in self._by_name:
+            raise ShareError(Errors.TOPIC_ALREADY_EXISTS, name)
+        topic = FakeTopic(name, uuid.uuid4(), num_partitions, dict(configs))
+        self._by_name[name] = topic
+        return topic
+
+    async def append(self, topic_id, partition, records, acks=-1):
+        if len(records) < 61 or records[16] != 2:
+            raise ShareError(Errors.CORRUPT_MESSAGE, "not a RecordBatch v2")
+        key = (topic_id, partition)
+        base = self.end.get(key, 0)
+        last_delta = struct.unpack_from(">i", records, 23)[0]
+        self.logs.setdefault(key, []).append(struct.pack(">q", base) + records[8:])
+        self.end[key] = base + last_delta + 1
+        await asyncio.sleep(0)
+        return FakeAppendResult(base, base + last_delta, -1, 0)
+
+    def init_producer_id(self, producer_id=-1, producer_epoch=-1):
+        self.next_producer_id += 1
+        return self.next_producer_id, 0
+
+    def close(self):
+        self.closed = True
+
+
+# -- an in-process broker on its own event loop thread ----------------------------------------------
+
+
+class BrokerThread:
+    """Runs a `Broker` on a private event loop in a daemon thread (for blocking clients in the test)."""
+
+    def __init__(self, data_dir: pathlib.Path, store: Any = None, overrides: dict[str, Any] | None = None) -> None:
+        from sharegroup.server.broker import Broker
+        from sharegroup.server.broker_config import ServeConfig
+
+        self.store = store if store is not None else FakeTopicStore()
+        self.config = ServeConfig.build(overrides or {})
+        self.loop = asyncio.new_event_loop()
+        self.broker = Broker(self.config, self.store, host="127.0.0.1", port=0, node_id=1, data_dir=data_dir)
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self.call(self.broker.start())
+
+    def call(self, coro, timeout: float = IO_TIMEOUT_S):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.broker.port}"
+
+    def stop(self) -> None:
+        try:
+            self.call(self.broker.close())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(IO_TIMEOUT_S)
+            self.loop.close()
+
+
+# -- the real CLI as a subprocess ---------------------------------------------------------------------
+
+
+class ServeProcess:
+    """`python -m sharegroup serve --port 0 --data DIR ...`; waits (bounded) for the readiness line."""
+
+    def __init__(self, data_dir: pathlib.Path, *extra: str) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.args = [sys.executable, "-m", "sharegroup", "serve", "--port", "0", "--data", str(data_dir), *extra]
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        self.started_at = time.monotonic()
+        self.line = self._read_ready_line()
+        self.ready_after_s = time.monotonic() - self.started_at
+        host_port = self.line.split(" listening on ", 1)[1].split(" ", 1)[0]
+        self.host, port = host_port.rsplit(":", 1)
+        self.port = int(port)
+
+    def _read_ready_line(self) -> str:
+        result: list[str] = []
+        reader = threading.Thread(target=lambda: result.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(READY_TIMEOUT_S)
+        if not result or not result[0]:
+            self.kill()
+            raise AssertionError(f"no readiness line; stderr: {self.proc.stderr.read()[-2000:]}")
+        return result[0].rstrip("\n")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def terminate(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            out, err = self.proc.communicate(timeout=IO_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate(timeout=IO_TIMEOUT_S)
+        return self.proc.returncode, out, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=IO_TIMEOUT_S)
+
+
+def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.run([sys.executable, "-m", "sharegroup", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+# -- a raw kio client ----------------------------------------------------------------------------------
+
+
+class RawClient:
+    """A blocking socket speaking kio-encoded requests; for frames real clients never send."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.sock = socket.create_connection((host, port), timeout=IO_TIMEOUT_S)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def frame(self, api_key: int, version: int, body: Any, correlation_id: int | None = None,
+              header_version: int | None = None) -> bytes:
+        self.correlation_id += 1
+        cid = self.correlation_id if correlation_id is None else correlation_id
+        cls = load_request_schema(api_key, version) if body is not None else None
+        flexible = (cls.__header_schema__ is RequestHeaderV2) if cls is not None else (header_version == 2)
+        if header_version is not None:
+            flexible = header_version == 2
+        header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
+        buf = io.BytesIO()
+        entity_writer(header_cls)(buf, header_cls(request_api_key=api_key, request_api_version=version,
+                                                  correlation_id=cid, client_id="raw-test"))
+        if body is not None:
+            entity_writer(type(body))(buf, body)
+        payload = buf.getvalue()
+        return struct.pack(">i", len(payload)) + payload
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send_raw(self.frame(api_key, version, body))
+        return self.read_response(api_key, version)
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._read_exactly(4))[0]
+        return self._read_exactly(size)
+
+    def read_response(self, api_key: int, version: int) -> Any:
+        frame = self.read_frame()
+        cls = load_response_schema(api_key, version)
+        header, offset = entity_reader(cls.__header_schema__)(frame, 0)
+        assert header.correlation_id == self.correlation_id, (header.correlation_id, self.correlation_id)
+        body, _ = entity_reader(cls)(frame, offset)
+        return body
+
+    def read_v0_response(self, api_key: int) -> tuple[int, Any]:
+        frame = self.read_frame()
+        header, offset = entity_reader(ResponseHeaderV0)(frame, 0)
+        body, _ = entity_reader(load_response_schema(api_key, 0))(frame, offset)
+        return header.correlation_id, body
+
+    def is_closed_by_peer(self) -> bool:
+        """True when the broker closed this connection (EOF), within the I/O timeout."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
