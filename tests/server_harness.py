@@ -31,6 +31,26 @@ READY_TIMEOUT_S = 20.0
 IO_TIMEOUT_S = 10.0
 
 
+def batch_bytes(count: int = 1, key: bytes | None = b"k", value: bytes = b"v", producer_id: int = -1,
+                producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    """A valid uncompressed RecordBatch v2 of `count` records at base offset 0 (kio's record codec)."""
+    import datetime as _dt
+
+    from kio.records.schema import NewRecordBatch, Record, RecordHeader
+    from kio.records.writers import write_new_batch
+
+    now = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
+    records = tuple(
+        Record(attributes=0, timestamp=now, offset=i, key=key, value=value + b"%d" % i,
+               headers=(RecordHeader(key=b"h", value=b"%d" % i),))
+        for i in range(count)
+    )
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(producer_id=producer_id, producer_epoch=producer_epoch,
+                                        base_sequence=base_sequence, records=records, attributes=0))
+    return buf.getvalue()
+
+
 # -- a stand-in topic store with the documented interface (used where the real one is not the point) ---
 
 

@@ -28,6 +28,7 @@ log = logging.getLogger("sharegroup.server")
 
 def load_cluster_id(data_dir: Path) -> str:
     """The cluster id kept in `DIR/meta.properties` (Kafka's file name and key), created on first start."""
+    data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "meta.properties"
     if path.exists():
         for line in path.read_text().splitlines():
@@ -35,7 +36,7 @@ def load_cluster_id(data_dir: Path) -> str:
             if key.strip() == "cluster.id" and value.strip():
                 return value.strip()
     cluster_id = _kafka_uuid_text(uuid.uuid4())
-    tmp = path.with_suffix(".tmp")
+    tmp = data_dir / "meta.properties.tmp"
     tmp.write_text(f"version=1\ncluster.id={cluster_id}\n")
     tmp.replace(path)
     return cluster_id

@@ -114,6 +114,10 @@ def _plan(cls: type) -> dict[str, tuple[str, Any]]:
     plan: dict[str, tuple[str, Any]] = {}
     for f in dataclasses.fields(cls):
         tp = f.type
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            non_null = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(non_null) == 1 and typing.get_origin(non_null[0]) is tuple:
+                tp = non_null[0]  # a nullable array: None passes through unchanged below
         args = typing.get_args(tp)
         origin = typing.get_origin(tp)
         if origin is tuple and args and dataclasses.is_dataclass(args[0]):
@@ -147,13 +151,15 @@ def build(cls: type, data: dict[str, Any], _depth: int = 0) -> Any:
         if how is None:
             continue
         kind, sub = how
-        if kind == "entities":
+        if value is None and kind in ("entities", "tuple"):
+            pass
+        elif kind == "entities":
             value = tuple(item if isinstance(item, sub) else build(sub, item, _depth + 1) for item in value)
         elif kind == "entity":
             value = None if value is None else (value if isinstance(value, sub) else build(sub, value, _depth + 1))
         elif kind == "error":
             value = ErrorCode(int(value))
-        elif kind == "ms":
+        elif kind == "ms" and not isinstance(value, datetime.timedelta):
             value = datetime.timedelta(milliseconds=int(value))
         elif kind == "tuple":
             value = tuple(value)
