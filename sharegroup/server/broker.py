@@ -20,6 +20,7 @@ from .api import ApiHandler, HandlerRegistry
 from .broker_config import ServeConfig
 from .connection import Connection
 from .topic_admin import TopicAdmin
+from .wire_metrics import WireMetrics, wire_metrics_for
 
 __all__ = ["Broker", "load_cluster_id"]
 
@@ -63,6 +64,7 @@ class Broker:
         data_dir: Path | str = ".",
         handlers: Iterable[ApiHandler] | None = None,
         services: dict[str, Any] | None = None,
+        metrics: WireMetrics | None = None,
     ) -> None:
         if handlers is None:
             from .handlers import all_handlers
@@ -79,6 +81,7 @@ class Broker:
         self.services: dict[str, Any] = dict(services or {})  # later API families find their services here
         self.cluster_id = load_cluster_id(self.data_dir)
         self.request_counts: Counter[str] = Counter()
+        self.metrics = metrics if metrics is not None else wire_metrics_for()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -99,6 +102,7 @@ class Broker:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.metrics.connections.inc()
         try:
             await Connection(self, reader, writer).serve()
         except asyncio.CancelledError:
@@ -109,9 +113,12 @@ class Broker:
             log.exception("connection failed")
         finally:
             self._connections.discard(task)
+            self.metrics.connections.dec()
 
-    def count_request(self, api_name: str) -> None:
+    def count_request(self, api_name: str, latency_s: float) -> None:
         self.request_counts[api_name] += 1
+        self.metrics.requests.labels(api_name).inc()
+        self.metrics.request_latency_seconds.labels(api_name).observe(latency_s)
 
     @property
     def connection_count(self) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -88,9 +89,11 @@ class Connection:
                         "closing connection %s: frame of %d bytes exceeds socket.request.max.bytes %d",
                         self.peer, size, max_bytes,
                     )
+                    self.broker.metrics.closed_connections.inc()
                     await self._frames.put(_CLOSE)
                     return
                 frame = await self.reader.readexactly(size)
+                self.broker.metrics.bytes_in.inc(4 + size)
                 await self._frames.put(frame)
         except (asyncio.IncompleteReadError, ConnectionError):
             await self._frames.put(_CLOSE)  # the client went away (possibly mid-frame)
@@ -106,9 +109,11 @@ class Connection:
                 out = await self._handle(frame)
             except CloseConnection as exc:
                 log.warning("closing connection %s: %s", self.peer, exc)
+                self.broker.metrics.closed_connections.inc()
                 return
             if out is not None:
                 self.writer.write(out)
+                self.broker.metrics.bytes_out.inc(len(out))
                 await self.writer.drain()
             self.requests_handled += 1
 
@@ -132,7 +137,7 @@ class Connection:
             request = decode_body(cls, frame, offset)
         except DecodeFailure as exc:
             raise CloseConnection(str(exc)) from None
-        self.broker.count_request(handler.name)
+        started = time.perf_counter()
         try:
             response = await handler.handle(ctx, request)
         except asyncio.CancelledError:
@@ -142,9 +147,9 @@ class Connection:
             if handler.error_response is None:
                 raise CloseConnection(f"{handler.name} failed") from None
             response = handler.error_response(ctx, request, ErrorCode.unknown_server_error)
-        if response is None:
-            return None
-        return encode_response(header.correlation_id, response)
+        out = None if response is None else encode_response(header.correlation_id, response)
+        self.broker.count_request(handler.name, time.perf_counter() - started)
+        return out
 
     def _unsupported_api_versions(self) -> Any:
         """ApiVersions v0 with UNSUPPORTED_VERSION and the ApiVersions range (KIP-511), as Kafka answers."""
