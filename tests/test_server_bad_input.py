@@ -163,3 +163,15 @@ def test_metadata_by_zero_topic_id_is_unknown_topic_id(broker):
                                               "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
     resp = client.request(3, 12, body)
     assert [t.error_code for t in resp.topics] == [ErrorCode.unknown_topic_id]
+
+
+def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
+    b = BrokerThread(tmp_path, overrides={"connections.max.idle.ms": "100"})
+    try:
+        idle = RawClient(b.broker.port)
+        assert _still_serving(idle)
+        assert idle.is_closed_by_peer()  # within the client's bounded I/O timeout
+        fresh = RawClient(b.broker.port)
+        assert _still_serving(fresh)
+    finally:
+        b.stop()
