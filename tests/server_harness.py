@@ -59,7 +59,6 @@ class FakeTopic:
     name: str
     topic_id: uuid.UUID
     num_partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,14 +70,16 @@ class FakeAppendResult:
 
 
 class FakeTopicStore:
-    """In-memory topics; `append` assigns offsets from the batch header's lastOffsetDelta."""
+    """In-memory topics with the topic store's interface; `append` assigns offsets from lastOffsetDelta."""
 
-    def __init__(self) -> None:
+    def __init__(self, num_partitions: int = 1, auto_create: bool = True) -> None:
         self._by_name: dict[str, FakeTopic] = {}
+        self._configs: dict[str, dict[str, str]] = {}
         self.logs: dict[tuple[uuid.UUID, int], list[bytes]] = {}
         self.end: dict[tuple[uuid.UUID, int], int] = {}
+        self.num_partitions = num_partitions
+        self.auto_create = auto_create
         self.next_producer_id = 1000
-        self.closed = False
 
     def topics(self):
         return list(self._by_name.values())
@@ -89,33 +90,64 @@ class FakeTopicStore:
     def topic_by_id(self, topic_id):
         return next((t for t in self._by_name.values() if t.topic_id == topic_id), None)
 
-    def create_topic(self, name, num_partitions, configs):
+    def topic_configs(self, name):
+        return self._configs.get(name)
+
+    async def create_topic(self, name, num_partitions=None, configs=None, *, replication_factor=-1, validate_only=False):
+        if not isinstance(name, str) or not name or len(name) > 249 or name in (".", "..") or any(
+                not (c.isascii() and (c.isalnum() or c in "._-")) for c in name):
+            raise ShareError(Errors.INVALID_TOPIC_EXCEPTION, name)
+        if num_partitions in (None, -1):
+            num_partitions = self.num_partitions
+        if num_partitions < 1:
+            raise ShareError(Errors.INVALID_PARTITIONS, str(num_partitions))
+        if replication_factor not in (-1, 1):
+            raise ShareError(Errors.INVALID_REPLICATION_FACTOR, str(replication_factor))
+        if any(k not in ("retention.ms", "segment.bytes", "max.message.bytes") for k in (configs or {})):
+            raise ShareError(Errors.INVALID_CONFIG, "unknown topic config")
         if name in self._by_name:
             raise ShareError(Errors.TOPIC_ALREADY_EXISTS, name)
-        topic = FakeTopic(name, uuid.uuid4(), num_partitions, dict(configs))
-        self._by_name[name] = topic
+        topic = FakeTopic(name, uuid.uuid4(), num_partitions)
+        if not validate_only:
+            self._by_name[name] = topic
+            self._configs[name] = dict(configs or {})
         return topic
 
-    async def append(self, topic_id, partition, records, acks=-1):
+    async def auto_create_topic(self, name):
+        if name in self._by_name:
+            return self._by_name[name]
+        return await self.create_topic(name) if self.auto_create else None
+
+    async def append(self, topic_id, partition, records, *, acks):
         if len(records) < 61 or records[16] != 2:
             raise ShareError(Errors.CORRUPT_MESSAGE, "not a RecordBatch v2")
         key = (topic_id, partition)
         base = self.end.get(key, 0)
         last_delta = struct.unpack_from(">i", records, 23)[0]
-        self.logs.setdefault(key, []).append(struct.pack(">q", base) + records[8:])
+        self.logs.setdefault(key, []).append(struct.pack(">q", base) + bytes(records[8:]))
         self.end[key] = base + last_delta + 1
         await asyncio.sleep(0)
         return FakeAppendResult(base, base + last_delta, -1, 0)
 
-    def init_producer_id(self, producer_id=-1, producer_epoch=-1):
+    def init_producer_id(self, transactional_id=None, producer_id=-1, producer_epoch=-1):
         self.next_producer_id += 1
         return self.next_producer_id, 0
 
-    def close(self):
-        self.closed = True
+    async def close(self):
+        pass
 
 
 # -- an in-process broker on its own event loop thread ----------------------------------------------
+
+
+async def _open_store(data_dir: pathlib.Path, config: Any) -> Any:
+    """The durable topic store of `sharegroup serve` in `data_dir` (the stand-in until it exists)."""
+    try:
+        from sharegroup.server.serve import open_store
+        import sharegroup.server.topic_store  # noqa: F401
+    except ImportError:
+        return FakeTopicStore(config["num.partitions"], config["auto.create.topics.enable"])
+    return await open_store(data_dir, config)
 
 
 class BrokerThread:
@@ -125,12 +157,14 @@ class BrokerThread:
         from sharegroup.server.broker import Broker
         from sharegroup.server.broker_config import ServeConfig
 
-        self.store = store if store is not None else FakeTopicStore()
         self.config = ServeConfig.build(overrides or {})
         self.loop = asyncio.new_event_loop()
-        self.broker = Broker(self.config, self.store, host="127.0.0.1", port=0, node_id=1, data_dir=data_dir)
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
+        if store is None:
+            store = self.call(_open_store(data_dir, self.config))
+        self.store = store
+        self.broker = Broker(self.config, self.store, host="127.0.0.1", port=0, node_id=1, data_dir=data_dir)
         self.call(self.broker.start())
 
     def call(self, coro, timeout: float = IO_TIMEOUT_S):

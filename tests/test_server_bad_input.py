@@ -133,7 +133,7 @@ def test_wrong_api_versions_version_keeps_the_connection(broker):
 
 
 class _BrokenStore(FakeTopicStore):
-    async def append(self, topic_id, partition, records, acks=-1):
+    async def append(self, topic_id, partition, records, *, acks):
         raise RuntimeError("disk on fire")
 
 

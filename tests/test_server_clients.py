@@ -19,30 +19,11 @@ TIMEOUT_S = 15.0
 
 @pytest.fixture
 def broker(tmp_path):
-    b = BrokerThread(tmp_path, store=_store(tmp_path))
+    b = BrokerThread(tmp_path)
     try:
         yield b
     finally:
         b.stop()
-
-
-def _store(tmp_path):
-    """The real topic store when present, else the stand-in (the wire is what these tests judge)."""
-    try:
-        from sharegroup.server.serve import open_store
-        from sharegroup.server.broker_config import ServeConfig
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        import sharegroup.server.topic_store  # noqa: F401
-    except ImportError:
-        return None
-    import asyncio
-
-    store = open_store(tmp_path, ServeConfig.build())
-    if asyncio.iscoroutine(store):
-        store = asyncio.run(store)
-    return store
 
 
 def _admin(broker) -> AdminClient:
