@@ -72,7 +72,8 @@ class FakeAppendResult:
 class FakeTopicStore:
     """In-memory topics with the topic store's interface; `append` assigns offsets from lastOffsetDelta."""
 
-    def __init__(self, num_partitions: int = 1, auto_create: bool = True) -> None:
+    def __init__(self, num_partitions: int = 1, auto_create: bool = True, max_message_bytes: int = 1_048_588) -> None:
+        self.max_message_bytes = max_message_bytes
         self._by_name: dict[str, FakeTopic] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self.logs: dict[tuple[uuid.UUID, int], list[bytes]] = {}
@@ -121,6 +122,8 @@ class FakeTopicStore:
     async def append(self, topic_id, partition, records, *, acks):
         if len(records) < 61 or records[16] != 2:
             raise ShareError(Errors.CORRUPT_MESSAGE, "not a RecordBatch v2")
+        if len(records) > self.max_message_bytes:
+            raise ShareError(Errors.MESSAGE_TOO_LARGE, "batch above max.message.bytes")
         key = (topic_id, partition)
         base = self.end.get(key, 0)
         last_delta = struct.unpack_from(">i", records, 23)[0]
@@ -129,12 +132,38 @@ class FakeTopicStore:
         await asyncio.sleep(0)
         return FakeAppendResult(base, base + last_delta, -1, 0)
 
+    def log_end_offset(self, topic_id, partition):
+        return self.end.get((topic_id, partition), 0)
+
+    def read(self, topic_id, partition, fetch_offset, max_bytes, *, read_committed=False):
+        from sharegroup.logs import LogBatch, LogRead
+
+        batches = []
+        for data in self.logs.get((topic_id, partition), []):
+            base = struct.unpack_from(">q", data, 0)[0]
+            last = base + struct.unpack_from(">i", data, 23)[0]
+            if last >= fetch_offset:
+                batches.append(LogBatch(base, last, size_bytes=len(data), records=data))
+        end = self.log_end_offset(topic_id, partition)
+        return LogRead(tuple(batches), (), 0, end, end)
+
     def init_producer_id(self, transactional_id=None, producer_id=-1, producer_epoch=-1):
         self.next_producer_id += 1
         return self.next_producer_id, 0
 
     async def close(self):
         pass
+
+
+def stored_batches(store: Any, topic_id: uuid.UUID, partition: int) -> list[bytes]:
+    """Every record batch a partition holds, as stored, read through the store's PartitionLogs side."""
+    out: list[bytes] = []
+    offset, end = 0, store.log_end_offset(topic_id, partition)
+    while offset < end:
+        result = store.read(topic_id, partition, offset, 1 << 20)
+        out.extend(bytes(b.records) for b in result.batches)
+        offset = result.batches[-1].last_offset + 1
+    return out
 
 
 # -- an in-process broker on its own event loop thread ----------------------------------------------
@@ -146,7 +175,7 @@ async def _open_store(data_dir: pathlib.Path, config: Any) -> Any:
         from sharegroup.server.serve import open_store
         import sharegroup.server.topic_store  # noqa: F401
     except ImportError:
-        return FakeTopicStore(config["num.partitions"], config["auto.create.topics.enable"])
+        return FakeTopicStore(config["num.partitions"], config["auto.create.topics.enable"], config["message.max.bytes"])
     return await open_store(data_dir, config)
 
 

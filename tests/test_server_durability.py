@@ -74,13 +74,18 @@ def _produce(bootstrap: str, topic: str, count: int, start: int = 0) -> list[tup
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     reports = []
 
+    sent_headers = {}
+
     def delivered(err, msg):
         assert err is None, err
-        reports.append((msg.partition(), msg.offset(), msg.key(), msg.value(), tuple(msg.headers() or ())))
+        reports.append((msg.partition(), msg.offset(), msg.key(), msg.value(), sent_headers[msg.key()]))
 
     for i in range(start, start + count):
-        producer.produce(topic, key=b"key-%d" % i, value=b"\x00value\xff-%d" % i, partition=i % 2,
-                         headers=[("trace", b"t-%d" % i), ("empty", b"")], on_delivery=delivered)
+        key = b"key-%d" % i
+        headers = [("trace", b"t-%d" % i), ("empty", b"")]
+        sent_headers[key] = tuple((k.encode(), v) for k, v in headers)
+        producer.produce(topic, key=key, value=b"\x00value\xff-%d" % i, partition=i % 2, headers=headers,
+                         on_delivery=delivered)
     assert producer.flush(TIMEOUT_S) == 0
     return reports
 

@@ -14,7 +14,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from sharegroup.server.codec import ZERO_UUID
-from tests.server_harness import BrokerThread, RawClient, batch_bytes
+from tests.server_harness import BrokerThread, RawClient, batch_bytes, stored_batches
 
 
 @pytest.fixture
@@ -275,7 +275,7 @@ def test_produce_every_version_assigns_offsets(broker, client, version):
     if version >= 5:
         assert second.log_start_offset == 0
     topic_id = broker.store.topic_by_name("p").topic_id
-    stored = broker.store.logs[(topic_id, 0)]
+    stored = stored_batches(broker.store, topic_id, 0)
     assert [struct.unpack(">q", b[:8])[0] for b in stored] == [0, 3]
     assert stored[1][8:] == record_batch(2)[8:]  # the producer's bytes, only the base offset rewritten
 
@@ -286,7 +286,7 @@ def test_produce_errors_per_partition(broker, client):
     assert _produce(client, 9, "p", 0, record_batch(), acks=2).error_code == ErrorCode.invalid_required_acks
     assert _produce(client, 9, "p", 0, b"garbage").error_code == ErrorCode.corrupt_message
     assert _produce(client, 9, "bad/name", 0, record_batch()).error_code == ErrorCode.invalid_topic_exception
-    assert broker.store.end == {}
+    assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
 
 
 def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
@@ -295,7 +295,7 @@ def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
         c = RawClient(b.broker.port)
         result = _produce(c, 9, "big", 0, record_batch(10))
         assert result.error_code == ErrorCode.message_too_large
-        assert b.store.end == {}
+        assert b.store.log_end_offset(b.store.topic_by_name("big").topic_id, 0) == 0
         c.close()
     finally:
         b.stop()
@@ -339,9 +339,12 @@ def test_produce_acks_0_sends_no_response_and_later_responses_stay_in_order(brok
 
 
 @pytest.mark.parametrize("version", range(0, 6))
-def test_init_producer_id_every_version(client, version):
-    resp = client.request(22, version, req(22, version, transactional_id=None, transaction_timeout=datetime.timedelta(0)))
-    assert resp.error_code == ErrorCode.none and resp.producer_id > 0 and resp.producer_epoch == 0
+def test_init_producer_id_every_version_hands_out_fresh_ids(client, version):
+    body = req(22, version, transactional_id=None, transaction_timeout=datetime.timedelta(0))
+    first, second = client.request(22, version, body), client.request(22, version, body)
+    assert (first.error_code, first.producer_epoch, second.error_code, second.producer_epoch) == (
+        ErrorCode.none, 0, ErrorCode.none, 0)
+    assert first.producer_id >= 0 and second.producer_id == first.producer_id + 1
 
 
 def test_init_producer_id_with_a_transactional_id_is_refused(client):

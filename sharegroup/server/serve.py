@@ -79,16 +79,19 @@ def load_config(args: argparse.Namespace) -> ServeConfig:
     return ServeConfig.build(properties, overrides, group_configs)
 
 
-def open_store(data_dir: Path, config: ServeConfig) -> Any:
-    """Open the durable topic store under `DIR/topics` with the log configs of `config`."""
+async def open_store(data_dir: Path | str, config: ServeConfig) -> Any:
+    """Open the durable topic store of `data_dir` with the broker's (already validated) log configs."""
     from .topic_store import LogConfig, TopicStore
 
     log_config = LogConfig(
         segment_bytes=config["log.segment.bytes"],
         retention_ms=config.log_retention_ms,
         retention_bytes=config["log.retention.bytes"],
+        max_message_bytes=config["message.max.bytes"],
+        num_partitions=config["num.partitions"],
+        auto_create_topics_enable=config["auto.create.topics.enable"],
     )
-    return TopicStore.open(data_dir, log_config=log_config)
+    return await TopicStore.open(data_dir, log_config=log_config)
 
 
 async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
@@ -96,9 +99,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
 
     data_dir = Path(args.data)
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = open_store(data_dir, config)
-    if asyncio.iscoroutine(store):
-        store = await store
+    store = await open_store(data_dir, config)
     broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -4,10 +4,9 @@ Per partition (Kafka's rules):
 - acks must be 0, 1 or -1 (else every partition: INVALID_REQUIRED_ACKS);
 - an unknown topic is auto-created when `auto.create.topics.enable`, else UNKNOWN_TOPIC_OR_PARTITION, as is
   a partition index out of range; an illegal topic name is INVALID_TOPIC_EXCEPTION;
-- a batch larger than `message.max.bytes` is MESSAGE_TOO_LARGE (v3+ carry exactly one batch, so the
-  records' size is the batch's);
-- the store validates the batch (CRC, magic, lengths: CORRUPT_MESSAGE), checks producer sequences and
-  assigns offsets; its `ShareError` becomes that partition's error, and nothing of it is appended.
+- the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
+  `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
+  `ShareError` becomes that partition's error, and nothing of it is appended.
 With acks=0 no response is sent. Partitions are appended in request order, one request of a connection
 at a time (see `connection.py`), so one producer's batches reach each partition in the order it sent them.
 """
@@ -45,11 +44,7 @@ def _partition(index: int, code: int, message: str | None = None, base_offset: i
 
 async def _append_one(ctx: RequestContext, topic: Any, index: int, records: bytes | None, acks: int) -> dict[str, Any]:
     broker = ctx.broker
-    data = bytes(records or b"")
-    max_bytes = broker.config["message.max.bytes"]
-    if len(data) > max_bytes:
-        return _partition(index, ErrorCode.message_too_large,
-                          f"The record batch of {len(data)} bytes exceeds message.max.bytes {max_bytes}")
+    data = records or b""
     if not 0 <= index < topic.num_partitions:
         return _partition(index, ErrorCode.unknown_topic_or_partition,
                           f"This server does not host this topic-partition: {topic.name}-{index}")
