@@ -368,3 +368,27 @@ def test_fetch_is_advertised_but_answers_unsupported_version(broker, client, ver
     assert part.error_code == ErrorCode.unsupported_version
     if version >= 7:
         assert resp.error_code == ErrorCode.unsupported_version
+
+
+def test_retention_is_enforced_every_check_interval(tmp_path):
+    """Old segments go once `log.retention.ms` has passed, without any request: the broker's own timer."""
+    import time
+
+    b = BrokerThread(tmp_path, overrides={"log.retention.check.interval.ms": "50", "log.retention.ms": "3600000",
+                                          "log.segment.bytes": str(1 << 20)})
+    try:
+        if not hasattr(b.store, "enforce_retention"):
+            pytest.skip("the stand-in store keeps everything")
+        c = RawClient(b.broker.port)
+        big = batch_bytes(1, value=b"x" * 700_000)  # timestamps of 2026-01-01: long past an hour's retention
+        for _ in range(3):  # 2.1 MB in 1 MiB segments: the first segments are complete and deletable
+            assert _produce(c, 9, "old", 0, big).error_code == ErrorCode.none
+        topic_id = b.store.topic_by_name("old").topic_id
+        deadline = time.monotonic() + 10
+        while b.store.log_start_offset(topic_id, 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert b.store.log_start_offset(topic_id, 0) >= 1
+        assert b.store.log_end_offset(topic_id, 0) == 3
+        c.close()
+    finally:
+        b.stop()

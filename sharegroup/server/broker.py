@@ -85,6 +85,7 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._retention_task: asyncio.Task[None] | None = None
 
     @property
     def advertised_host(self) -> str:
@@ -94,6 +95,21 @@ class Broker:
         """Bind and start accepting; with port 0 the bound port is stored in `self.port`."""
         self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        if hasattr(self.store, "enforce_retention"):
+            self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
+
+    async def _enforce_retention(self) -> None:
+        """Every `log.retention.check.interval.ms`, let the store drop what `log.retention.*` allows."""
+        interval_s = self.config["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                moved = await self.store.enforce_retention()
+            except Exception:  # a failing check must not stop later ones (logged, retried next interval)
+                log.exception("log retention check failed")
+                continue
+            for topic_id, partition, start in moved:
+                log.info("retention moved the log start of %s-%d to %d", topic_id, partition, start)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
@@ -127,6 +143,9 @@ class Broker:
     async def close(self) -> None:
         """Stop accepting, end every connection, close the store (pending writes made durable)."""
         self._closing = True
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            await asyncio.gather(self._retention_task, return_exceptions=True)
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

@@ -81,18 +81,13 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, 1, doc="largest request frame accepted"),
     ConfigDef("message.max.bytes", "int", 1_048_588, 0, doc="largest record batch a Produce may carry"),
     ConfigDef("connections.max.idle.ms", "long", 600_000, doc="idle connections are closed after this (-1 never)"),
-    ConfigDef("queued.max.requests", "int", 500, 1, doc="requests read ahead per connection (pipelining bound)"),
     ConfigDef("log.segment.bytes", "int", 1_073_741_824, 1_048_576, doc="size of one topic log segment file"),
     ConfigDef("log.retention.ms", "long", None, -1, doc="retention by age; -1 unlimited; unset: the hours key"),
     ConfigDef("log.retention.minutes", "int", None, -1),
     ConfigDef("log.retention.hours", "int", 168, -1),
     ConfigDef("log.retention.bytes", "long", -1, -1, doc="retention by size per partition; -1 unlimited"),
-    ConfigDef("log.retention.check.interval.ms", "long", 300_000, 1),
-    ConfigDef("log.flush.interval.ms", "long", None, 0),
-    ConfigDef("log.message.timestamp.type", "string", "CreateTime", choices=("createtime", "logappendtime")),
-    ConfigDef("producer.id.expiration.ms", "int", 86_400_000, 1),
-    ConfigDef("transaction.max.timeout.ms", "int", 900_000, 1),
-    ConfigDef("group.share.enable", "boolean", True),
+    ConfigDef("log.retention.check.interval.ms", "long", 300_000, 1, doc="how often retention is enforced"),
+    ConfigDef("transaction.max.timeout.ms", "int", 900_000, 1, doc="bound of InitProducerId's transaction timeout"),
     ConfigDef("group.share.record.lock.duration.ms", "int", 30_000, 1000, 3_600_000),
     ConfigDef("group.share.min.record.lock.duration.ms", "int", 15_000, 1000, 3_600_000),
     ConfigDef("group.share.max.record.lock.duration.ms", "int", 60_000, 1000, 3_600_000),
@@ -107,10 +102,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.share.min.heartbeat.interval.ms", "int", 5000, 1),
     ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15_000, 1),
     ConfigDef("group.share.assignment.interval.ms", "int", 1000, 0, 15_000),
-    ConfigDef("group.share.assignors", "string", "simple"),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, 0, 500),
-    ConfigDef("share.coordinator.append.linger.ms", "int", 5, -1),
-    ConfigDef("share.fetch.purgatory.purge.interval.requests", "int", 1000),
 )
 
 # Group-level share configs settable as defaults with --group-config, with the broker key whose
@@ -152,7 +144,9 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     log.cleaner.dedupe.buffer.size log.cleaner.delete.retention.ms log.cleaner.enable log.cleaner.io.buffer.load.factor
     log.cleaner.io.buffer.size log.cleaner.io.max.bytes.per.second log.cleaner.max.compaction.lag.ms
     log.cleaner.min.cleanable.ratio log.cleaner.min.compaction.lag.ms log.cleaner.threads log.cleanup.policy
-    log.dir log.dirs log.dir.failure.timeout.ms log.flush.interval.messages log.flush.offset.checkpoint.interval.ms
+    log.dir log.dirs log.dir.failure.timeout.ms log.flush.interval.ms log.message.timestamp.type
+    producer.id.expiration.ms queued.max.requests group.share.enable group.share.assignors
+    share.coordinator.append.linger.ms share.fetch.purgatory.purge.interval.requests log.flush.interval.messages log.flush.offset.checkpoint.interval.ms
     log.flush.scheduler.interval.ms log.flush.start.offset.checkpoint.interval.ms log.index.interval.bytes
     log.index.size.max.bytes log.initial.task.delay.ms log.local.retention.bytes log.local.retention.ms
     log.message.downconversion.enable log.message.format.version log.message.timestamp.after.max.ms

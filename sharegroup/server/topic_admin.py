@@ -76,6 +76,8 @@ class TopicAdmin:
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
                 )
             raise ShareError(Errors.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported")
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
         if replication_factor > 1:
             raise ShareError(
                 Errors.INVALID_REPLICATION_FACTOR,
