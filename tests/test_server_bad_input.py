@@ -175,3 +175,27 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
         assert _still_serving(fresh)
     finally:
         b.stop()
+
+
+def test_read_ahead_is_bounded_by_socket_request_max_bytes(broker):
+    """A client pipelining big frames without reading responses: the broker stops reading, then resumes."""
+    from kio.index import load_request_schema
+
+    conn = broker.broker
+    client = RawClient(conn.port)
+    body = build(load_request_schema(0, 9), {
+        "transactional_id": None, "acks": 1, "timeout": datetime.timedelta(seconds=5),
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch_bytes(1, value=b"v" * 1500)}]}]})
+    frames = [client.frame(0, 9, body) for _ in range(6)]  # ~1.6 KB each; the limit is 4096 bytes
+    client.send_raw(b"".join(frames))
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    cls = load_response_schema(0, 9)
+    offsets = []
+    for _ in range(6):
+        frame = client.read_frame()
+        _header, at = entity_reader(cls.__header_schema__)(frame, 0)
+        offsets.append(entity_reader(cls)(frame, at)[0].responses[0].partition_responses[0].base_offset)
+    assert offsets == [0, 1, 2, 3, 4, 5]
+    client.close()

@@ -1,6 +1,7 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
-A reader task reads frames ahead (pipelining) into a bounded queue; a processor takes them in order,
+A reader task reads frames ahead (pipelining) into a bounded queue (at most `READ_AHEAD_FRAMES` frames
+and `socket.request.max.bytes` of bodies); a processor takes them in order,
 decodes the header and body with kio, runs the handler and writes the response before it takes the
 next one. So requests of one connection are handled one at a time, as Kafka does (it mutes a channel
 while a request is in flight): appends of one producer stay in order, and responses come back in the
@@ -51,6 +52,8 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._frames: asyncio.Queue[Any] = asyncio.Queue(maxsize=READ_AHEAD_FRAMES)
+        self._queued_bytes = 0  # bodies read ahead and not yet handled
+        self._drained = asyncio.Event()
         self.requests_handled = 0
 
     async def serve(self) -> None:
@@ -92,8 +95,14 @@ class Connection:
                     self.broker.metrics.closed_connections.inc()
                     await self._frames.put(_CLOSE)
                     return
+                # Read ahead at most `socket.request.max.bytes` of bodies (or one frame): a pipelining
+                # client cannot make one connection hold more than about two maximal frames.
+                while self._queued_bytes and self._queued_bytes + size > max_bytes:
+                    self._drained.clear()
+                    await self._drained.wait()
                 frame = await self.reader.readexactly(size)
                 self.broker.metrics.bytes_in.inc(4 + size)
+                self._queued_bytes += size
                 await self._frames.put(frame)
         except (asyncio.IncompleteReadError, ConnectionError):
             await self._frames.put(_CLOSE)  # the client went away (possibly mid-frame)
@@ -105,6 +114,8 @@ class Connection:
             frame = await self._frames.get()
             if frame is _CLOSE:
                 return
+            self._queued_bytes -= len(frame)
+            self._drained.set()
             try:
                 out = await self._handle(frame)
             except CloseConnection as exc:
