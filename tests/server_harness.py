@@ -182,7 +182,8 @@ async def _open_store(data_dir: pathlib.Path, config: Any) -> Any:
 class BrokerThread:
     """Runs a `Broker` on a private event loop in a daemon thread (for blocking clients in the test)."""
 
-    def __init__(self, data_dir: pathlib.Path, store: Any = None, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(self, data_dir: pathlib.Path, store: Any = None, overrides: dict[str, Any] | None = None,
+                 host: str = "127.0.0.1") -> None:
         from sharegroup.server.broker import Broker
         from sharegroup.server.broker_config import ServeConfig
 
@@ -193,7 +194,7 @@ class BrokerThread:
         if store is None:
             store = self.call(_open_store(data_dir, self.config))
         self.store = store
-        self.broker = Broker(self.config, self.store, host="127.0.0.1", port=0, node_id=1, data_dir=data_dir)
+        self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir)
         self.call(self.broker.start())
 
     def call(self, coro, timeout: float = IO_TIMEOUT_S):

@@ -404,3 +404,16 @@ def test_retention_is_enforced_every_check_interval(tmp_path):
         c.close()
     finally:
         b.stop()
+
+
+def test_listening_on_every_interface_advertises_the_address_the_client_used(tmp_path):
+    b = BrokerThread(tmp_path, host="0.0.0.0")
+    try:
+        c = RawClient(b.broker.port, host="127.0.0.1")
+        resp = c.request(3, 13, md(13, []))
+        assert [(x.host, x.port) for x in resp.brokers] == [("127.0.0.1", b.broker.port)]
+        coordinator = c.request(10, 3, req(10, 3, key="g", key_type=0))
+        assert (coordinator.host, coordinator.port) == ("127.0.0.1", b.broker.port)
+        c.close()
+    finally:
+        b.stop()

@@ -29,6 +29,14 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    local_host: str = "127.0.0.1"
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients should use for this node: the listener's address, or, when it listens on
+        every interface, the address this connection came in on."""
+        host = self.broker.host
+        return self.local_host if host in ("", "0.0.0.0", "::") else host
 
     def response(self, data: dict[str, Any]) -> Any:
         """The kio response of this request's API and version, built from plain data (see `codec.build`)."""

@@ -87,10 +87,6 @@ class Broker:
         self._closing = False
         self._retention_task: asyncio.Task[None] | None = None
 
-    @property
-    def advertised_host(self) -> str:
-        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
-
     async def start(self) -> None:
         """Bind and start accepting; with port 0 the bound port is stored in `self.port`."""
         self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)

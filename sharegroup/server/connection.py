@@ -51,6 +51,8 @@ class Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        local = writer.get_extra_info("sockname")
+        self.local_host = local[0] if isinstance(local, tuple) else "127.0.0.1"
         self._frames: asyncio.Queue[Any] = asyncio.Queue(maxsize=READ_AHEAD_FRAMES)
         self._queued_bytes = 0  # bodies read ahead and not yet handled
         self._drained = asyncio.Event()
@@ -136,7 +138,8 @@ class Connection:
         key, version = header.request_api_key, header.request_api_version
         registry = self.broker.registry
         handler = registry.get(key, version)
-        ctx = RequestContext(self.broker, key, version, header.correlation_id, header.client_id, self.peer)
+        ctx = RequestContext(self.broker, key, version, header.correlation_id, header.client_id, self.peer,
+                             self.local_host)
         if handler is None:
             if key == API_VERSIONS_KEY:
                 return encode_response(header.correlation_id, self._unsupported_api_versions())
