@@ -73,6 +73,11 @@ class Connection:
             except (ConnectionError, OSError):
                 pass
 
+    def _check(self) -> None:
+        """Read-ahead stays within its bounds: bytes in [0, socket.request.max.bytes], frames <= READ_AHEAD_FRAMES."""
+        assert 0 <= self._queued_bytes <= self.broker.config["socket.request.max.bytes"], self._queued_bytes
+        assert self._frames.qsize() <= READ_AHEAD_FRAMES
+
     # -- reading ------------------------------------------------------------------------------------
 
     async def _read_frames(self) -> None:
@@ -118,6 +123,7 @@ class Connection:
                 return
             self._queued_bytes -= len(frame)
             self._drained.set()
+            self._check()
             try:
                 out = await self._handle(frame)
             except CloseConnection as exc:
