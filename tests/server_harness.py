@@ -120,6 +120,8 @@ class FakeTopicStore:
         return await self.create_topic(name) if self.auto_create else None
 
     async def append(self, topic_id, partition, records, *, acks):
+        if records is None:
+            raise ShareError(Errors.INVALID_RECORD, "null records")
         if len(records) < 61 or records[16] != 2:
             raise ShareError(Errors.CORRUPT_MESSAGE, "not a RecordBatch v2")
         if len(records) > self.max_message_bytes:

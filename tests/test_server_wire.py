@@ -297,6 +297,7 @@ def test_produce_errors_per_partition(broker, client):
     assert _produce(client, 9, "p", 5, record_batch()).error_code == ErrorCode.unknown_topic_or_partition
     assert _produce(client, 9, "p", 0, record_batch(), acks=2).error_code == ErrorCode.invalid_required_acks
     assert _produce(client, 9, "p", 0, b"garbage").error_code == ErrorCode.corrupt_message
+    assert _produce(client, 9, "p", 0, None).error_code == ErrorCode.invalid_record
     assert _produce(client, 9, "bad/name", 0, record_batch()).error_code == ErrorCode.invalid_topic_exception
     assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
 

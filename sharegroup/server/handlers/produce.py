@@ -44,12 +44,11 @@ def _partition(index: int, code: int, message: str | None = None, base_offset: i
 
 async def _append_one(ctx: RequestContext, topic: Any, index: int, records: bytes | None, acks: int) -> dict[str, Any]:
     broker = ctx.broker
-    data = records or b""
     if not 0 <= index < topic.num_partitions:
         return _partition(index, ErrorCode.unknown_topic_or_partition,
                           f"This server does not host this topic-partition: {topic.name}-{index}")
     try:
-        result = broker.store.append(topic.topic_id, index, data, acks=acks)
+        result = broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
         if inspect.isawaitable(result):
             result = await result
     except ShareError as exc:
