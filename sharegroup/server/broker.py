@@ -104,8 +104,11 @@ class Broker:
             except Exception:  # a failing check must not stop later ones (logged, retried next interval)
                 log.exception("log retention check failed")
                 continue
+            share = self.services.get("share")
             for topic_id, partition, start in moved:
                 log.info("retention moved the log start of %s-%d to %d", topic_id, partition, start)
+                if share is not None:
+                    share.log_start_moved(topic_id, partition, start)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
@@ -115,8 +118,9 @@ class Broker:
         assert task is not None
         self._connections.add(task)
         self.metrics.connections.inc()
+        connection = Connection(self, reader, writer)
         try:
-            await Connection(self, reader, writer).serve()
+            await connection.serve()
         except asyncio.CancelledError:
             if not self._closing:
                 raise
@@ -126,6 +130,12 @@ class Broker:
         finally:
             self._connections.discard(task)
             self.metrics.connections.dec()
+            share = self.services.get("share")
+            if share is not None and not self._closing:
+                try:  # a closed connection closes the share sessions it opened (Kafka's rule)
+                    await share.connection_closed(connection.peer)
+                except Exception:
+                    log.exception("closing the share sessions of %s failed", connection.peer)
 
     def count_request(self, api_name: str, latency_s: float) -> None:
         self.request_counts[api_name] += 1
@@ -150,6 +160,10 @@ class Broker:
             await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        for service in self.services.values():  # before the store: they may still read or write through it
+            service_close = getattr(service, "close", None)
+            if service_close is not None:
+                await service_close()
         closer = getattr(self.store, "close", None)
         if closer is not None:
             result = closer()

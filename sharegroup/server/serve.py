@@ -22,7 +22,7 @@ from typing import Any
 
 from .broker_config import ServeConfig, parse_properties, split_assignment
 
-__all__ = ["add_arguments", "open_store", "run", "load_config"]
+__all__ = ["add_arguments", "open_share_services", "open_store", "run", "load_config"]
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -94,13 +94,22 @@ async def open_store(data_dir: Path | str, config: ServeConfig) -> Any:
     return await TopicStore.open(data_dir, log_config=log_config)
 
 
+async def open_share_services(data_dir: Path | str, config: ServeConfig, store: Any) -> Any:
+    """The persister, group coordinator and SharePartitionManager of `data_dir`, over `store`."""
+    from .share_services import ShareServices
+
+    return await ShareServices.open(data_dir, config, store)
+
+
 async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     from .broker import Broker
 
     data_dir = Path(args.data)
     data_dir.mkdir(parents=True, exist_ok=True)
     store = await open_store(data_dir, config)
-    broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir)
+    share = await open_share_services(data_dir, config, store)
+    broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
+                    services={"share": share})
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,6 +117,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     metrics = None
     try:
         await broker.start()
+        await share.start()
         if args.metrics_port is not None:
             from ..metrics import serve_metrics
 

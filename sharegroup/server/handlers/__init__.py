@@ -6,7 +6,17 @@ To add an API family: write its module and add it to `HANDLER_MODULES` below (on
 from __future__ import annotations
 
 from ..api import ApiHandler
-from . import api_versions, fetch, find_coordinator, init_producer_id, metadata, produce, topics
+from . import (
+    api_versions,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    metadata,
+    produce,
+    share_fetch,
+    share_group,
+    topics,
+)
 
 HANDLER_MODULES = (
     api_versions,
@@ -16,6 +26,8 @@ HANDLER_MODULES = (
     init_producer_id,
     topics,
     fetch,
+    share_group,
+    share_fetch,
 )
 
 
