@@ -185,19 +185,28 @@ class BrokerThread:
     """Runs a `Broker` on a private event loop in a daemon thread (for blocking clients in the test)."""
 
     def __init__(self, data_dir: pathlib.Path, store: Any = None, overrides: dict[str, Any] | None = None,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", share: bool = False, group_configs: dict[str, Any] | None = None) -> None:
         from sharegroup.server.broker import Broker
         from sharegroup.server.broker_config import ServeConfig
 
-        self.config = ServeConfig.build(overrides or {})
+        self.config = ServeConfig.build(overrides or {}, (), (group_configs or {}).items())
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         if store is None:
             store = self.call(_open_store(data_dir, self.config))
         self.store = store
-        self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir)
+        services = {}
+        if share:  # the share-group services of `sharegroup serve` (persister, coordinator, manager)
+            from sharegroup.server.serve import open_share_services
+
+            services["share"] = self.call(open_share_services(data_dir, self.config, store))
+        self.share = services.get("share")
+        self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir,
+                             services=services)
         self.call(self.broker.start())
+        if self.share is not None:
+            self.call(self.share.start())
 
     def call(self, coro, timeout: float = IO_TIMEOUT_S):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
