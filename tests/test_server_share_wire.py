@@ -208,3 +208,25 @@ def test_share_group_describe(broker, client):
     assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (MEMBER_A, epoch, ("d",))
     assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [(info.topic_id, "d", (0,))]
     assert (missing.group_id, missing.error_code) == ("missing", GROUP_ID_NOT_FOUND)
+
+
+def test_an_expired_member_has_its_records_released_and_its_session_closed(tmp_path):
+    """Sessions of 1 s, locks of 30 s: only the member expiry timer can hand A's records to B in time."""
+    broker = BrokerThread(tmp_path, share=True, overrides={
+        "group.share.min.session.timeout.ms": 1000, "group.share.session.timeout.ms": 1000,
+        "group.share.min.heartbeat.interval.ms": 100, "group.share.heartbeat.interval.ms": 200},
+        group_configs={"share.auto.offset.reset": "earliest"})
+    a, b = RawClient(broker.broker.port), RawClient(broker.broker.port)
+    try:
+        topic_id = topic_with_records(broker)
+        assert heartbeat(a, MEMBER_A, 0, ["t"]).error_code == NONE
+        held = fetch(a, 0, [(topic_id, [(0, [])])])  # A never heartbeats again, and keeps its connection
+        assert [(x.first_offset, x.last_offset, x.delivery_count) for p in partitions(held) for x in p.acquired_records] == [(0, 2, 1)]
+        again = fetch(b, 0, [(topic_id, [(0, [])])], member=MEMBER_B, max_wait_ms=8000)
+        assert [(x.first_offset, x.last_offset, x.delivery_count) for p in partitions(again) for x in p.acquired_records] == [(0, 2, 2)]
+        assert broker.share.manager.sessions.get("g", MEMBER_A) is None
+        assert fetch(a, 1).error_code == SESSION_NOT_FOUND
+    finally:
+        a.close()
+        b.close()
+        broker.stop()
