@@ -53,8 +53,8 @@ def share_consumer(bootstrap: str, group: str, topic: str, **config: Any) -> Sha
     return consumer
 
 
-def poll_until(consumer: ShareConsumer, done: Callable[[list[Any]], bool], on_message: Callable[[Any], None] | None = None,
-               timeout_s: float = WAIT_S) -> list[Any]:
+def poll_until(consumer: ShareConsumer, done: Callable[[list[Any]], bool],
+               on_message: Callable[[Any], None] | None = None, timeout_s: float = WAIT_S) -> list[Any]:
     """Poll until `done(all messages so far)`; each message goes to `on_message` (acknowledge it there
     in explicit mode). Fails after `timeout_s`."""
     seen: list[Any] = []

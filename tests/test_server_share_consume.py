@@ -48,7 +48,8 @@ def records(n: int, prefix: bytes = b"") -> list[tuple[bytes, bytes, list]]:
 def only_sentinel_arrives(serve, consumer, topic: str) -> None:
     """Produce a sentinel and consume until it arrives: nothing else may come first."""
     produce(serve.bootstrap, topic, [(SENTINEL, SENTINEL, None)])
-    seen = poll_until(consumer, lambda got: any(m.value() == SENTINEL for m in got), on_message=_accept_if_explicit(consumer))
+    seen = poll_until(consumer, lambda got: any(m.value() == SENTINEL for m in got),
+                      on_message=_accept_if_explicit(consumer))
     assert [m.value() for m in seen] == [SENTINEL]
 
 
@@ -105,7 +106,8 @@ def test_release_redelivers_with_delivery_count_2_and_reject_never_again(serve):
     try:
         def first_round(message):  # release 0-4, reject 5-6, accept 7-9
             offset = message.offset()
-            kind = AcknowledgeType.RELEASE if offset < 5 else AcknowledgeType.REJECT if offset < 7 else AcknowledgeType.ACCEPT
+            kind = (AcknowledgeType.RELEASE if offset < 5 else AcknowledgeType.REJECT if offset < 7
+                    else AcknowledgeType.ACCEPT)
             consumer.acknowledge(message, kind)
 
         first = poll_until(consumer, lambda seen: len(seen) >= 10, on_message=first_round)

@@ -46,10 +46,11 @@ def test_broker_keys_and_group_config_defaults_reach_every_service():
         [("share.record.lock.duration.ms", "2500"), ("share.auto.offset.reset", "earliest"),
          ("share.isolation.level", "read_committed"), ("share.session.timeout.ms", "2000")])
     broker = broker_share_config(config)
-    assert (broker.max_share_sessions, broker.delivery_count_limit, broker.min_record_lock_duration_ms) == (300, 4, 1000)
+    assert (broker.max_share_sessions, broker.delivery_count_limit,
+            broker.min_record_lock_duration_ms) == (300, 4, 1000)
     group = group_share_config(config)
-    assert (group.record_lock_duration_ms, group.delivery_count_limit, group.auto_offset_reset, group.isolation_level) == (
-        2500, 4, "earliest", "read_committed")
+    assert (group.record_lock_duration_ms, group.delivery_count_limit, group.auto_offset_reset,
+            group.isolation_level) == (2500, 4, "earliest", "read_committed")
     assert coordinator_config(config) == GroupConfig(
         max_size=7, session_timeout_ms=2000, heartbeat_interval_ms=500, assignment_interval_ms=1000,
         min_session_timeout_ms=1000, max_session_timeout_ms=60_000, min_heartbeat_interval_ms=100,
@@ -59,7 +60,8 @@ def test_broker_keys_and_group_config_defaults_reach_every_service():
 def test_group_config_bounds_follow_the_configured_min_and_max():
     assert GroupConfig(session_timeout_ms=2000, heartbeat_interval_ms=200, min_session_timeout_ms=1000,
                        min_heartbeat_interval_ms=100).session_timeout_ms == 2000
-    with pytest.raises(ValueError, match=r"group.share.session.timeout.ms \(session_timeout_ms\) must be in \[45000, 60000\]"):
+    with pytest.raises(ValueError,
+                       match=r"group.share.session.timeout.ms \(session_timeout_ms\) must be in \[45000, 60000\]"):
         GroupConfig(session_timeout_ms=2000, heartbeat_interval_ms=200, min_heartbeat_interval_ms=100)
 
 

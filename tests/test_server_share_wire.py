@@ -84,6 +84,11 @@ def partitions(response) -> list:
     return [p for t in response.responses for p in t.partitions]
 
 
+def acquired(response) -> list[tuple[int, int, int]]:
+    """(first, last, delivery count) of every acquired range of the answer."""
+    return [(a.first_offset, a.last_offset, a.delivery_count) for p in partitions(response) for a in p.acquired_records]
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_share_fetch_ships_the_stored_batch_bytes_and_acquired_ranges(broker, client, version):
     topic_id = topic_with_records(broker, count=3)
@@ -114,7 +119,8 @@ def test_session_epochs_of_share_fetch(broker, client):
     opened = fetch(client, 0, [(topic_id, [(0, [])])])
     assert opened.error_code == NONE
     wrong = fetch(client, 2)  # the next epoch is 1
-    assert (wrong.error_code, wrong.responses, wrong.acquisition_lock_timeout.total_seconds()) == (INVALID_SESSION_EPOCH, (), 0)
+    assert (wrong.error_code, wrong.responses, wrong.acquisition_lock_timeout.total_seconds()) == (
+        INVALID_SESSION_EPOCH, (), 0)
     assert fetch(client, 1).error_code == NONE
     assert acknowledge(client, 2, topic_id, [ack(0, 2, ACCEPT)]).error_code == NONE  # ShareAcknowledge bumps too
     assert fetch(client, 3).error_code == NONE
@@ -160,19 +166,19 @@ def test_unknown_topic_id_is_a_partition_error(broker, client):
     unknown = uuid.uuid4()
     response = fetch(client, 0, [(unknown, [(0, [])])])
     assert response.error_code == NONE
-    assert [(t.topic_id, p.partition_index, p.error_code, p.records) for t in response.responses for p in t.partitions] == [
-        (unknown, 0, UNKNOWN_TOPIC_ID, b"")]
+    got = [(t.topic_id, p.partition_index, p.error_code, p.records) for t in response.responses for p in t.partitions]
+    assert got == [(unknown, 0, UNKNOWN_TOPIC_ID, b"")]
 
 
 def test_a_closed_connection_releases_its_session_records(broker, client):
     topic_id = topic_with_records(broker)
     first = fetch(client, 0, [(topic_id, [(0, [])])])
-    assert [(a.first_offset, a.last_offset, a.delivery_count) for p in partitions(first) for a in p.acquired_records] == [(0, 2, 1)]
+    assert acquired(first) == [(0, 2, 1)]
     client.close()  # no acknowledgement, no final epoch: the broker releases A's records
     other = RawClient(broker.broker.port)
     try:
         again = fetch(other, 0, [(topic_id, [(0, [])])], member=MEMBER_B, max_wait_ms=5000)
-        assert [(a.first_offset, a.last_offset, a.delivery_count) for p in partitions(again) for a in p.acquired_records] == [(0, 2, 2)]
+        assert acquired(again) == [(0, 2, 2)]
         assert broker.share.manager.sessions.get("g", MEMBER_A) is None
     finally:
         other.close()
@@ -188,7 +194,8 @@ def test_heartbeat_member_epochs(broker, client):
     steady = heartbeat(client, MEMBER_A, epoch)
     assert (steady.error_code, steady.member_epoch, steady.assignment) == (NONE, epoch, None)
     fenced = heartbeat(client, MEMBER_A, epoch + 5)
-    assert (fenced.error_code, fenced.member_id, fenced.member_epoch, fenced.assignment) == (FENCED_MEMBER_EPOCH, None, 0, None)
+    assert (fenced.error_code, fenced.member_id, fenced.member_epoch, fenced.assignment) == (
+        FENCED_MEMBER_EPOCH, None, 0, None)
     assert heartbeat(client, MEMBER_B, 3).error_code == UNKNOWN_MEMBER_ID
     assert heartbeat(client, MEMBER_A, 0, ["hb"], group="").error_code == INVALID_REQUEST
     assert heartbeat(client, MEMBER_A, 1, None, group="nope").error_code == GROUP_ID_NOT_FOUND
@@ -206,7 +213,8 @@ def test_share_group_describe(broker, client):
     assert (described.error_code, described.group_id, described.group_state) == (NONE, "g", "Stable")
     (member,) = described.members
     assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (MEMBER_A, epoch, ("d",))
-    assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [(info.topic_id, "d", (0,))]
+    assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [
+        (info.topic_id, "d", (0,))]
     assert (missing.group_id, missing.error_code) == ("missing", GROUP_ID_NOT_FOUND)
 
 
@@ -221,9 +229,9 @@ def test_an_expired_member_has_its_records_released_and_its_session_closed(tmp_p
         topic_id = topic_with_records(broker)
         assert heartbeat(a, MEMBER_A, 0, ["t"]).error_code == NONE
         held = fetch(a, 0, [(topic_id, [(0, [])])])  # A never heartbeats again, and keeps its connection
-        assert [(x.first_offset, x.last_offset, x.delivery_count) for p in partitions(held) for x in p.acquired_records] == [(0, 2, 1)]
+        assert acquired(held) == [(0, 2, 1)]
         again = fetch(b, 0, [(topic_id, [(0, [])])], member=MEMBER_B, max_wait_ms=8000)
-        assert [(x.first_offset, x.last_offset, x.delivery_count) for p in partitions(again) for x in p.acquired_records] == [(0, 2, 2)]
+        assert acquired(again) == [(0, 2, 2)]
         assert broker.share.manager.sessions.get("g", MEMBER_A) is None
         assert fetch(a, 1).error_code == SESSION_NOT_FOUND
     finally:

@@ -51,7 +51,8 @@ def _topic_id(value: uuid.UUID | None) -> uuid.UUID:
 
 
 def _ack_batches(partition: Any) -> tuple[AcknowledgementBatch, ...]:
-    return tuple(AcknowledgementBatch(int(b.first_offset), int(b.last_offset), tuple(int(t) for t in b.acknowledge_types))
+    return tuple(AcknowledgementBatch(int(b.first_offset), int(b.last_offset),
+                                      tuple(int(t) for t in b.acknowledge_types))
                  for b in partition.acknowledgement_batches)
 
 
@@ -83,8 +84,9 @@ def to_acknowledge_request(request: Any) -> ShareAcknowledgeRequest:
         member_id=request.member_id or "",
         share_session_epoch=int(request.share_session_epoch),
         is_renew_ack=bool(getattr(request, "is_renew_ack", False)),
-        topics=tuple(AcknowledgeTopic(_topic_id(t.topic_id), tuple(AcknowledgePartition(int(p.partition_index), _ack_batches(p))
-                                                                   for p in t.partitions))
+        topics=tuple(AcknowledgeTopic(_topic_id(t.topic_id),
+                                      tuple(AcknowledgePartition(int(p.partition_index), _ack_batches(p))
+                                            for p in t.partitions))
                      for t in request.topics),
     )
 

@@ -72,7 +72,8 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
                 "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
                 "client_id": m.client_id, "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
-                "assignment": {"topic_partitions": [_topic_partitions(ctx, t, ps) for t, ps in sorted(m.assignment.items())]},
+                "assignment": {"topic_partitions": [_topic_partitions(ctx, t, ps)
+                                                    for t, ps in sorted(m.assignment.items())]},
             } for m in description.members],
         })
     return ctx.response({"throttle_time": 0, "groups": groups})
