@@ -29,8 +29,9 @@ LOCK_DURATION_MS = 2000
 DELIVERY_COUNT_LIMIT = 3
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any, Any]]) -> int:
-    """Produce (key, value, headers) records with acks=all; returns how many were delivered."""
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any, Any]], batch_records: int = 0) -> int:
+    """Produce (key, value, headers) records with acks=all; returns how many were delivered. With
+    `batch_records`, every that many records are flushed, so they form producer batches of their own."""
     delivered: list[Any] = []
     errors: list[Any] = []
 
@@ -38,8 +39,10 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any, Any]])
         (errors if err is not None else delivered).append(err or msg)
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    for key, value, headers in records:
+    for i, (key, value, headers) in enumerate(records, 1):
         producer.produce(topic, key=key, value=value, headers=headers, on_delivery=on_delivery)
+        if batch_records and i % batch_records == 0:
+            assert producer.flush(WAIT_S) == 0
     remaining = producer.flush(WAIT_S)
     assert remaining == 0 and not errors, (remaining, errors)
     return len(delivered)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -19,7 +20,8 @@ pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import AcknowledgeType  # noqa: E402
 
-from tests.server_harness import ROOT, ServeProcess  # noqa: E402
+from sharegroup.server.codec import build, request_class  # noqa: E402
+from tests.server_harness import ROOT, RawClient, ServeProcess  # noqa: E402
 from tests.share_clients import (  # noqa: E402
     DELIVERY_COUNT_LIMIT,
     SERVE_ARGS,
@@ -51,6 +53,23 @@ def only_sentinel_arrives(serve, consumer, topic: str) -> None:
     seen = poll_until(consumer, lambda got: any(m.value() == SENTINEL for m in got),
                       on_message=_accept_if_explicit(consumer))
     assert [m.value() for m in seen] == [SENTINEL]
+
+
+def wait_for_members(serve, group: str, count: int) -> None:
+    """Until the broker describes `group` with `count` members that all hold an assignment (bounded)."""
+    client = RawClient(serve.port)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            body = build(request_class(77, 1), {"group_ids": [group], "include_authorized_operations": False})
+            (described,) = client.request(77, 1, body).groups
+            members = [m for m in described.members if m.assignment.topic_partitions]
+            if len(members) >= count:
+                return
+            assert time.monotonic() < deadline, f"{len(members)} of {count} members assigned"
+            time.sleep(0.05)
+    finally:
+        client.close()
 
 
 def _accept_if_explicit(consumer):
@@ -139,15 +158,18 @@ def test_delivery_count_limit_archives_a_record_released_every_time(serve):
 
 
 def test_two_consumers_share_one_partition_without_double_delivery(serve):
-    topic, group, n = "shared", "g-shared", 200
-    produce(serve.bootstrap, topic, records(n))
+    """Both members are assigned the one partition; batches produced while both poll are split between
+    them, each record exactly once."""
+    topic, group, batches = "shared", "g-shared", 20
+    n = 10 * batches
+    produce(serve.bootstrap, topic, [(b"first", b"first", None)])  # creates the topic
     consumers = [share_consumer(serve.bootstrap, group, topic, max_poll_records=7) for _ in range(2)]
     got: list[list[int]] = [[], []]
     errors: list[BaseException] = []
 
     def run(i: int) -> None:
         try:
-            poll_until(consumers[i], lambda _seen: len(got[0]) + len(got[1]) >= n,
+            poll_until(consumers[i], lambda _seen: len(got[0]) + len(got[1]) >= n + 1,
                        on_message=lambda m: got[i].append(m.offset()))
             consumers[i].commit_sync(WAIT_S)
         except BaseException as exc:  # reported by the main thread
@@ -157,11 +179,14 @@ def test_two_consumers_share_one_partition_without_double_delivery(serve):
     try:
         for t in threads:
             t.start()
+        wait_for_members(serve, group, 2)
+        produce(serve.bootstrap, topic, records(n), batch_records=10)  # a fetch acquires whole batches
         for t in threads:
             t.join(WAIT_S + 10)
         assert not errors, errors
         assert not set(got[0]) & set(got[1])
-        assert sorted(got[0] + got[1]) == list(range(n))
+        assert sorted(got[0] + got[1]) == list(range(n + 1))
+        assert got[0] and got[1]  # both consumed
     finally:
         for c in consumers:
             c.close()

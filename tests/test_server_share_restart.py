@@ -19,9 +19,8 @@ def test_broker_sigkill_and_restart_mid_consumption(tmp_path):
     server = ServeProcess(tmp_path, *SERVE_ARGS)
     consumer = None
     try:
-        for start in range(0, n, 10):  # four producer batches: a fetch acquires whole batches
-            produce(server.bootstrap, topic,
-                    [(b"k%d" % i, b"v%d" % i, [("i", b"%d" % i)]) for i in range(start, start + 10)])
+        produce(server.bootstrap, topic, [(b"k%d" % i, b"v%d" % i, [("i", b"%d" % i)]) for i in range(n)],
+                batch_records=10)  # four producer batches: a fetch acquires whole batches
         consumer = share_consumer(server.bootstrap, group, topic, share_acknowledgement_mode="explicit",
                                   max_poll_records=5, reconnect_backoff_max_ms=200)
         acked = [m.offset() for m in poll_until(consumer, lambda seen: len(seen) >= 1, on_message=consumer.acknowledge)]
