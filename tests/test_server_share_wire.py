@@ -238,3 +238,33 @@ def test_an_expired_member_has_its_records_released_and_its_session_closed(tmp_p
         a.close()
         b.close()
         broker.stop()
+
+
+def test_serve_metrics_count_share_requests_with_kafka_names(tmp_path):
+    """`sharegroup serve --metrics-port 0` exposes the manager's share metrics (read at scrape time)."""
+    import urllib.request
+
+    from tests.server_harness import ServeProcess
+
+    server = ServeProcess(tmp_path, "--metrics-port", "0", "--group-config", "share.auto.offset.reset=earliest")
+    client = RawClient(server.port)
+    try:
+        url = server.proc.stderr.readline().split(" metrics on ", 1)[1].strip()
+        assert heartbeat(client, MEMBER_A, 0, ["m"]).error_code == NONE  # the topic does not exist yet
+        produced = client.request(0, 9, build(request_class(0, 9), {
+            "transactional_id": None, "acks": -1, "timeout": 5000,
+            "topic_data": [{"name": "m", "partition_data": [{"index": 0, "records": batch_bytes(2)}]}]}))
+        topic_id = None
+        while topic_id is None:  # the heartbeat that sees the new topic assigns it (bounded by the I/O timeout)
+            answer = heartbeat(client, MEMBER_A, 0, ["m"])
+            if answer.assignment and answer.assignment.topic_partitions:
+                topic_id = answer.assignment.topic_partitions[0].topic_id
+        assert produced.responses[0].partition_responses[0].error_code == NONE
+        assert acquired(fetch(client, 0, [(topic_id, [(0, [])])])) == [(0, 1, 1)]
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert "sharegroup_share_sessions_count 1.0" in text
+        assert f'sharegroup_total_share_fetch_requests_total{{topic="{topic_id}"}} 1.0' in text
+    finally:
+        client.close()
+        code, _out, err = server.terminate()
+    assert code == 0, err[-2000:]

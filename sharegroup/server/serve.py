@@ -119,8 +119,9 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         await broker.start()
         await share.start()
         if args.metrics_port is not None:
-            from ..metrics import serve_metrics
+            from ..metrics import bind_manager_metrics, serve_metrics
 
+            bind_manager_metrics(share.manager)  # Kafka's share metric names, read at scrape time
             metrics = serve_metrics(args.metrics_port)
             print(f"sharegroup serve: metrics on {metrics.url}", file=sys.stderr, flush=True)
         print(f"sharegroup serve: listening on {broker.host}:{broker.port} "
