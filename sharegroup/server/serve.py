@@ -107,7 +107,11 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     data_dir = Path(args.data)
     data_dir.mkdir(parents=True, exist_ok=True)
     store = await open_store(data_dir, config)
-    share = await open_share_services(data_dir, config, store)
+    try:
+        share = await open_share_services(data_dir, config, store)
+    except BaseException:
+        await store.close()
+        raise
     broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
                     services={"share": share})
     stop = asyncio.Event()

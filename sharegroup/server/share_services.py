@@ -127,13 +127,20 @@ class ShareServices:
             data_dir / "share-state",
             snapshot_update_records_per_snapshot=config["share.coordinator.snapshot.update.records.per.snapshot"],
         )
-        sink = FileRecordSink.open(data_dir / "groups")
-        group_config = coordinator_config(config)
-        manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
-                                        coordinator=_GroupConfigs(group_share_config(config)))
-        coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
-                                       record_sink=sink, listener=manager)
-        await coordinator.load()
+        sink = None
+        try:
+            sink = FileRecordSink.open(data_dir / "groups")
+            group_config = coordinator_config(config)
+            manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
+                                            coordinator=_GroupConfigs(group_share_config(config)))
+            coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
+                                           record_sink=sink, listener=manager)
+            await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
+        except BaseException:
+            if sink is not None:
+                sink.close()
+            await persister.close()
+            raise
         store.subscribe(manager.on_append)
         return cls(persister, sink, coordinator, manager, group_config)
 
