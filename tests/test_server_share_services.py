@@ -125,3 +125,27 @@ def test_retention_moving_the_log_start_reaches_loaded_share_partitions(tmp_path
 
 async def _moved(broker: BrokerThread, topic_id: uuid.UUID) -> None:
     broker.share.log_start_moved(topic_id, 0, broker.store.log_start_offset(topic_id, 0))
+
+
+def test_group_membership_survives_a_broker_restart(tmp_path):
+    """The coordinator's records are replayed from DIR/groups: a member heartbeats on with its epoch."""
+    broker = BrokerThread(tmp_path, share=True)
+    client = RawClient(broker.broker.port)
+    try:
+        info = broker.call(broker.store.create_topic("s", 2))
+        joined = heartbeat(client, MEMBER_A, 0, ["s"])
+        assert joined.error_code == 0
+    finally:
+        client.close()
+        broker.stop()
+    broker = BrokerThread(tmp_path, share=True)
+    client = RawClient(broker.broker.port)
+    try:
+        (member,) = broker.share.coordinator.describe_group("g").members
+        assert (member.member_id, member.member_epoch, member.assignment) == (
+            MEMBER_A, joined.member_epoch, {info.topic_id: [0, 1]})
+        again = heartbeat(client, MEMBER_A, joined.member_epoch)
+        assert (again.error_code, again.member_epoch) == (0, joined.member_epoch)
+    finally:
+        client.close()
+        broker.stop()
