@@ -260,3 +260,15 @@ def test_commit_sync_reports_a_stale_acknowledgement_per_partition(serve):
         fast.close()
 
 
+
+
+def test_a_topic_created_after_subscribing_is_assigned_and_consumed(serve):
+    topic, group = "created-later", "g-later"
+    consumer = share_consumer(serve.bootstrap, group, topic)
+    try:
+        assert list(consumer.poll(0.5)) == []  # joined with a subscription to a topic that does not exist
+        produce(serve.bootstrap, topic, records(3))  # auto-created: the next heartbeat assigns it
+        got = poll_until(consumer, lambda seen: len(seen) >= 3)
+        assert [(m.topic(), m.offset(), m.key()) for m in got] == [(topic, i, b"k%d" % i) for i in range(3)]
+    finally:
+        consumer.close()
