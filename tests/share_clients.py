@@ -13,14 +13,15 @@ from confluent_kafka import Producer, ShareConsumer
 
 WAIT_S = 20.0
 
-# Short timings for the e2e broker: locks of 2 s, sessions of 2 s with 200 ms heartbeats, 3 deliveries,
-# new groups start at the earliest offset (Kafka's default is latest).
+# Short timings for the e2e broker: locks of 2 s, sessions of 5 s with 250 ms heartbeats (a loaded test
+# machine must not expire a live member), 3 deliveries, new groups start at the earliest offset (Kafka's
+# default is latest).
 SERVE_ARGS = (
     "--override", "group.share.min.record.lock.duration.ms=1000",
     "--override", "group.share.min.session.timeout.ms=1000",
-    "--override", "group.share.session.timeout.ms=2000",
+    "--override", "group.share.session.timeout.ms=5000",
     "--override", "group.share.min.heartbeat.interval.ms=100",
-    "--override", "group.share.heartbeat.interval.ms=200",
+    "--override", "group.share.heartbeat.interval.ms=250",
     "--group-config", "share.record.lock.duration.ms=2000",
     "--group-config", "share.delivery.count.limit=3",
     "--group-config", "share.auto.offset.reset=earliest",
