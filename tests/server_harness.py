@@ -204,9 +204,9 @@ class BrokerThread:
         self.share = services.get("share")
         self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir,
                              services=services)
-        self.call(self.broker.start())
         if self.share is not None:
             self.call(self.share.start())
+        self.call(self.broker.start())
 
     def call(self, coro, timeout: float = IO_TIMEOUT_S):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)

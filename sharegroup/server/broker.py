@@ -3,8 +3,12 @@
 `Broker` owns the listening socket, the handler registry, the topic store and the connections. It is
 started and stopped by `sharegroup serve` (see `serve.py`) or in-process by tests:
 
-    broker = Broker(config, store, host="127.0.0.1", port=0, node_id=1, data_dir=path)
+    broker = Broker(config, store, host="127.0.0.1", port=0, node_id=1, data_dir=path,
+                    services={"share": share_services})   # optional: see share_services.py
     await broker.start(); ...; await broker.close()
+
+`broker.close()` closes every service before the store. With share services, a closed connection
+closes the share sessions it opened and a retention pass pushes moved log starts into them.
 """
 
 from __future__ import annotations

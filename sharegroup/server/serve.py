@@ -120,8 +120,8 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     metrics = None
     try:
+        await share.start()  # the lock timer and member expiry run before the first request comes in
         await broker.start()
-        await share.start()
         if args.metrics_port is not None:
             from ..metrics import bind_manager_metrics, serve_metrics
 
