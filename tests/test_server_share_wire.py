@@ -268,3 +268,22 @@ def test_serve_metrics_count_share_requests_with_kafka_names(tmp_path):
         client.close()
         code, _out, err = server.terminate()
     assert code == 0, err[-2000:]
+
+
+def test_a_full_session_cache_refuses_new_sessions_until_the_final_epoch_frees_one(tmp_path):
+    broker = BrokerThread(tmp_path, share=True, overrides={"group.share.max.share.sessions": 1},
+                          group_configs={"share.auto.offset.reset": "earliest"})
+    a, b = RawClient(broker.broker.port), RawClient(broker.broker.port)
+    try:
+        topic_id = topic_with_records(broker)
+        assert fetch(a, 0, [(topic_id, [(0, [])])]).error_code == NONE
+        full = fetch(b, 0, [(topic_id, [(0, [])])], member=MEMBER_B)
+        assert (full.error_code, full.responses) == (133, ())  # SHARE_SESSION_LIMIT_REACHED
+        assert fetch(a, -1).error_code == NONE  # closes A's session and releases its records
+        assert fetch(a, 1).error_code == SESSION_NOT_FOUND
+        reopened = fetch(b, 0, [(topic_id, [(0, [])])], member=MEMBER_B)
+        assert (reopened.error_code, acquired(reopened)) == (NONE, [(0, 2, 2)])
+    finally:
+        a.close()
+        b.close()
+        broker.stop()
