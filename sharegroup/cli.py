@@ -86,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--walkthrough", action="store_true",
                       help="instead, walk through KIP-932's worked example on one share-partition, step by step "
                       "(the other options are ignored)")
+    serve = sub.add_parser(
+        "serve",
+        help="run a Kafka-protocol broker that real Kafka producers, admin clients and share consumers use",
+        description="Serve the Kafka wire protocol on HOST:PORT as a one-node cluster (controller, group "
+        "coordinator and leader of every partition) with its topics stored durably in DIR. Broker configs use "
+        "Kafka's names, defaults and bounds (--config server.properties, --override KEY=VALUE); a real Kafka "
+        "config serve does not use is accepted with a warning, an unknown key or a value out of bounds is "
+        "refused (exit 2). Prints one line when ready: 'sharegroup serve: listening on HOST:PORT (node N, "
+        "data DIR)'. SIGTERM or SIGINT stops it cleanly (exit 0).",
+        epilog=_EPILOG,
+    )
+    from .server.serve import add_arguments as _serve_arguments
+
+    _serve_arguments(serve)
     audit = sub.add_parser(
         "audit",
         help="audit a state log with Spark: replay every share-partition's checkpoints and deltas, check them",
@@ -116,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(args)
+        if args.command == "serve":
+            from .server.serve import run as run_serve
+
+            return run_serve(args)
     except ImportError as exc:  # e.g. the native tracker is not built
         print(f"sharegroup: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -2,9 +2,9 @@
 
 Bad values raise `ValueError` naming the Kafka key, so a misconfigured coordinator fails at start-up
 rather than misbehaving later. The bounds are Kafka's broker-side ones: the session timeout and the
-heartbeat interval must lie within the default `group.share.{min,max}.session.timeout.ms` and
-`group.share.{min,max}.heartbeat.interval.ms`, and the heartbeat interval must be below the session
-timeout.
+heartbeat interval must lie within `group.share.{min,max}.session.timeout.ms` and
+`group.share.{min,max}.heartbeat.interval.ms` (Kafka's defaults 45-60 s and 5-15 s unless given), and
+the heartbeat interval must be below the session timeout.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ __all__ = ["GroupConfig"]
 # field -> (Kafka key, min, max)
 _BOUNDS: dict[str, tuple[str, int, int]] = {
     "max_size": ("group.share.max.size", 1, 1000),
-    "session_timeout_ms": ("group.share.session.timeout.ms", 45_000, 60_000),
-    "heartbeat_interval_ms": ("group.share.heartbeat.interval.ms", 5_000, 15_000),
+    "min_session_timeout_ms": ("group.share.min.session.timeout.ms", 1, 2**31 - 1),
+    "max_session_timeout_ms": ("group.share.max.session.timeout.ms", 1, 2**31 - 1),
+    "min_heartbeat_interval_ms": ("group.share.min.heartbeat.interval.ms", 1, 2**31 - 1),
+    "max_heartbeat_interval_ms": ("group.share.max.heartbeat.interval.ms", 1, 2**31 - 1),
     "assignment_interval_ms": ("group.share.assignment.interval.ms", 0, 15_000),
 }
 
@@ -31,10 +33,22 @@ class GroupConfig:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     assignment_interval_ms: int = 1_000
+    min_session_timeout_ms: int = 45_000
+    max_session_timeout_ms: int = 60_000
+    min_heartbeat_interval_ms: int = 5_000
+    max_heartbeat_interval_ms: int = 15_000
 
     def __post_init__(self) -> None:
         for name, (key, lo, hi) in _BOUNDS.items():
             value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{key} ({name}) must be an integer, got {value!r}")
+            if not lo <= value <= hi:
+                raise ValueError(f"{key} ({name}) must be in [{lo}, {hi}], got {value}")
+        for base, name in (("session.timeout.ms", "session_timeout_ms"),
+                           ("heartbeat.interval.ms", "heartbeat_interval_ms")):
+            value, lo, hi = getattr(self, name), getattr(self, "min_" + name), getattr(self, "max_" + name)
+            key = f"group.share.{base}"
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{key} ({name}) must be an integer, got {value!r}")
             if not lo <= value <= hi:
@@ -53,6 +67,8 @@ class GroupConfig:
         Unknown keys raise `ValueError`, so a typo is not silently ignored.
         """
         by_key = {key: name for name, (key, _lo, _hi) in _BOUNDS.items()}
+        by_key["group.share.session.timeout.ms"] = "session_timeout_ms"
+        by_key["group.share.heartbeat.interval.ms"] = "heartbeat_interval_ms"
         values: dict[str, Any] = {}
         for key, raw in properties.items():
             name = by_key.get(key)
@@ -68,4 +84,7 @@ class GroupConfig:
 
     def to_properties(self) -> dict[str, str]:
         """The Kafka broker properties equal to this configuration."""
-        return {_BOUNDS[f.name][0]: str(getattr(self, f.name)) for f in fields(self)}
+        keys = {name: key for name, (key, _lo, _hi) in _BOUNDS.items()}
+        keys.update(session_timeout_ms="group.share.session.timeout.ms",
+                    heartbeat_interval_ms="group.share.heartbeat.interval.ms")
+        return {keys[f.name]: str(getattr(self, f.name)) for f in fields(self)}

@@ -185,6 +185,18 @@ class SharePartitionManager:
         """The topic log grew: wake the fetches waiting on it (O(fetches waiting on that partition))."""
         self._purgatory.wake_partition(topic_id, partition)
 
+    def on_log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start_offset: int = -1) -> None:
+        """Retention moved the log start of a partition: every loaded share-partition of it moves its
+        start offset up now (records below it are archived), not only at its next fetch."""
+        for entry in self._partitions:
+            if entry.topic_id == topic_id and entry.partition == partition and not entry.dropped \
+                    and entry.sp.status is SharePartitionStatus.ACTIVE:
+                try:
+                    self._sync_log_start(entry)
+                except ShareError as exc:
+                    log.warning("log start move of %s-%d not applied to %r: %s", topic_id, partition, entry, exc)
+                self._purgatory.wake_share_partition(*entry.key)
+
     async def member_left(self, group_id: str, member_id: str) -> None:
         """The member left or its membership expired: close its session and release its records
         (delivery counts kept, so a member that keeps crashing on a record cannot loop forever)."""

@@ -1,0 +1,103 @@
+"""What a handler module provides (`ApiHandler`), what it is given (`RequestContext`), and the registry.
+
+An API family is one module under `sharegroup/server/handlers/` that exports `HANDLERS`, a tuple of
+`ApiHandler`; `handlers/__init__.py` lists the modules (one line each). The registry answers "which
+handler serves (key, version)" and feeds ApiVersions, so advertising and dispatch cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+
+from .codec import build, response_class
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["ApiHandler", "HandlerRegistry", "RequestContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """One decoded request's envelope: who asked, with which API version, on which broker."""
+
+    broker: "Broker"
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    peer: str
+    local_host: str = "127.0.0.1"
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients should use for this node: the listener's address, or, when it listens on
+        every interface, the address this connection came in on."""
+        host = self.broker.host
+        return self.local_host if host in ("", "0.0.0.0", "::") else host
+
+    def response(self, data: dict[str, Any]) -> Any:
+        """The kio response of this request's API and version, built from plain data (see `codec.build`)."""
+        return build(response_class(self.api_key, self.api_version), data)
+
+
+Handle = Callable[[RequestContext, Any], Awaitable[Any | None]]
+ErrorResponse = Callable[[RequestContext, Any, int], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    """Serves versions `min_version..max_version` of one API.
+
+    `handle(ctx, request)` returns the kio response, or None when no response is sent (Produce acks=0).
+    `error_response(ctx, request, code)` builds the response that carries one top-level error for every
+    part of the request; the connection uses it when `handle` fails unexpectedly (UNKNOWN_SERVER_ERROR).
+    """
+
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handle
+    error_response: ErrorResponse | None = None
+
+    def __post_init__(self) -> None:
+        assert 0 <= self.min_version <= self.max_version, (self.name, self.min_version, self.max_version)
+
+
+class HandlerRegistry:
+    """The APIs this broker serves, by API key."""
+
+    def __init__(self, handlers: Iterable[ApiHandler]) -> None:
+        self._by_key: dict[int, ApiHandler] = {}
+        for handler in handlers:
+            if handler.api_key in self._by_key:
+                raise ValueError(f"API key {handler.api_key} ({handler.name}) registered twice")
+            self._by_key[handler.api_key] = handler
+        self._check()
+
+    @classmethod
+    def from_modules(cls, modules: Iterable[ModuleType]) -> "HandlerRegistry":
+        return cls(h for module in modules for h in module.HANDLERS)
+
+    def _check(self) -> None:
+        for key, handler in self._by_key.items():
+            assert key == handler.api_key
+            for version in (handler.min_version, handler.max_version):
+                response_class(key, version)  # kio must know every version we advertise
+
+    def get(self, api_key: int, api_version: int) -> ApiHandler | None:
+        """The handler for this key and version, or None when this broker does not serve it."""
+        handler = self._by_key.get(api_key)
+        if handler is None or not handler.min_version <= api_version <= handler.max_version:
+            return None
+        return handler
+
+    def handler(self, api_key: int) -> ApiHandler | None:
+        return self._by_key.get(api_key)
+
+    def advertised(self) -> list[tuple[int, int, int]]:
+        """(api_key, min_version, max_version) of every served API, by key: the ApiVersions answer."""
+        return [(k, h.min_version, h.max_version) for k, h in sorted(self._by_key.items())]

@@ -1,0 +1,175 @@
+"""The broker process's wiring: one node that is controller, coordinator and leader of every partition.
+
+`Broker` owns the listening socket, the handler registry, the topic store and the connections. It is
+started and stopped by `sharegroup serve` (see `serve.py`) or in-process by tests:
+
+    broker = Broker(config, store, host="127.0.0.1", port=0, node_id=1, data_dir=path,
+                    services={"share": share_services})   # optional: see share_services.py
+    await broker.start(); ...; await broker.close()
+
+`broker.close()` closes every service before the store. With share services, a closed connection
+closes the share sessions it opened and a retention pass pushes moved log starts into them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from .api import ApiHandler, HandlerRegistry
+from .broker_config import ServeConfig
+from .connection import Connection
+from .topic_admin import TopicAdmin
+from .wire_metrics import WireMetrics, wire_metrics_for
+
+__all__ = ["Broker", "load_cluster_id"]
+
+log = logging.getLogger("sharegroup.server")
+
+
+def load_cluster_id(data_dir: Path) -> str:
+    """The cluster id kept in `DIR/meta.properties` (Kafka's file name and key), created on first start."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "meta.properties"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id" and value.strip():
+                return value.strip()
+    cluster_id = _kafka_uuid_text(uuid.uuid4())
+    tmp = data_dir / "meta.properties.tmp"
+    tmp.write_text(f"version=1\ncluster.id={cluster_id}\n")
+    tmp.replace(path)
+    return cluster_id
+
+
+def _kafka_uuid_text(value: uuid.UUID) -> str:
+    """Kafka prints a Uuid as 22 characters of URL-safe base64 without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+class Broker:
+    """A one-node Kafka-protocol broker over a topic store; handlers reach everything through it."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        store: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        node_id: int = 1,
+        data_dir: Path | str = ".",
+        handlers: Iterable[ApiHandler] | None = None,
+        services: dict[str, Any] | None = None,
+        metrics: WireMetrics | None = None,
+    ) -> None:
+        if handlers is None:
+            from .handlers import all_handlers
+
+            handlers = all_handlers()
+        self.config = config
+        self.store = store
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.data_dir = Path(data_dir)
+        self.registry = HandlerRegistry(handlers)
+        self.topics = TopicAdmin(store, config)
+        self.services: dict[str, Any] = dict(services or {})  # later API families find their services here
+        self.cluster_id = load_cluster_id(self.data_dir)
+        self.request_counts: Counter[str] = Counter()
+        self.metrics = metrics if metrics is not None else wire_metrics_for()
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._retention_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Bind and start accepting; with port 0 the bound port is stored in `self.port`."""
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        if hasattr(self.store, "enforce_retention"):
+            self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
+
+    async def _enforce_retention(self) -> None:
+        """Every `log.retention.check.interval.ms`, let the store drop what `log.retention.*` allows."""
+        interval_s = self.config["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                moved = await self.store.enforce_retention()
+            except Exception:  # a failing check must not stop later ones (logged, retried next interval)
+                log.exception("log retention check failed")
+                continue
+            share = self.services.get("share")
+            for topic_id, partition, start in moved:
+                log.info("retention moved the log start of %s-%d to %d", topic_id, partition, start)
+                if share is not None:
+                    share.log_start_moved(topic_id, partition, start)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing:
+            writer.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self.metrics.connections.inc()
+        connection = Connection(self, reader, writer)
+        try:
+            await connection.serve()
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            # the broker is stopping: end quietly (the streams callback would log a cancelled task)
+        except Exception:  # a bug in one connection must not reach the server (logged, connection dropped)
+            log.exception("connection failed")
+        finally:
+            self._connections.discard(task)
+            self.metrics.connections.dec()
+            share = self.services.get("share")
+            if share is not None and not self._closing:
+                try:  # a closed connection closes the share sessions it opened (Kafka's rule)
+                    await share.connection_closed(connection.peer)
+                except Exception:
+                    log.exception("closing the share sessions of %s failed", connection.peer)
+
+    def count_request(self, api_name: str, latency_s: float) -> None:
+        self.request_counts[api_name] += 1
+        self.metrics.requests.labels(api_name).inc()
+        self.metrics.request_latency_seconds.labels(api_name).observe(latency_s)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def close(self) -> None:
+        """Stop accepting, end every connection, close the store (pending writes made durable)."""
+        self._closing = True
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            await asyncio.gather(self._retention_task, return_exceptions=True)
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        for service in self.services.values():  # before the store: they may still read or write through it
+            service_close = getattr(service, "close", None)
+            if service_close is not None:
+                await service_close()
+        closer = getattr(self.store, "close", None)
+        if closer is not None:
+            result = closer()
+            if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                await result

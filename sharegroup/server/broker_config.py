@@ -1,0 +1,322 @@
+"""Broker configuration of `sharegroup serve`: Kafka's broker config names, defaults and bounds.
+
+Three kinds of key exist here:
+
+- *used* keys (`CONFIG_DEFS`): serve reads them; each has Kafka's type, default and valid range, and
+  a value outside it is refused with `ValueError` naming the key (the CLI exits 2);
+- *known unused* keys (`KNOWN_UNUSED`, plus the per-listener / SSL / SASL prefixes): real Kafka
+  broker configs that mean nothing to a one-node broker (`log.dirs`, `process.roles`, ...). They are
+  accepted with one warning each, so a `server.properties` taken from a Kafka installation works;
+- anything else is a typo and is refused.
+
+Group config defaults (`--group-config share.record.lock.duration.ms=...`) are checked against the
+broker's own min/max keys, as Kafka checks a group's dynamic config against the broker's bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+__all__ = [
+    "CONFIG_DEFS",
+    "GROUP_CONFIG_KEYS",
+    "KNOWN_UNUSED",
+    "ConfigDef",
+    "ServeConfig",
+    "parse_properties",
+]
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One Kafka broker config: its name, type (`int`, `long`, `boolean`, `string`), default and bounds."""
+
+    name: str
+    type: str
+    default: Any
+    min: int | None = None
+    max: int | None = None
+    choices: tuple[str, ...] = ()
+    doc: str = ""
+
+    def parse(self, raw: Any) -> Any:
+        """Parse a value (a string from a properties file, or already typed); `ValueError` names the key."""
+        if self.type in ("int", "long"):
+            if isinstance(raw, bool):
+                raise ValueError(f"{self.name} must be an integer, got {raw!r}")
+            try:
+                value = raw if isinstance(raw, int) else int(str(raw).strip())
+            except ValueError:
+                raise ValueError(f"{self.name} must be an integer, got {raw!r}") from None
+            hi = self.max if self.max is not None else (INT32_MAX if self.type == "int" else INT64_MAX)
+            lo = self.min if self.min is not None else -(hi + 1)
+            if not lo <= value <= hi:
+                raise ValueError(f"{self.name} must be in [{lo}, {hi}], got {value}")
+            return value
+        if self.type == "boolean":
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(f"{self.name} must be true or false, got {raw!r}")
+            return text == "true"
+        value = str(raw).strip()
+        if self.choices and value.lower() not in self.choices:
+            raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}, got {raw!r}")
+        return value.lower() if self.choices else value
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+# Kafka 4.x names, defaults and validators (KafkaConfig / ServerLogConfigs / GroupCoordinatorConfig /
+# ShareGroupConfig / ShareCoordinatorConfig / SocketServerConfigs).
+CONFIG_DEFS: dict[str, ConfigDef] = _defs(
+    ConfigDef("num.partitions", "int", 1, 1, doc="partitions of an auto-created topic, and of CreateTopics -1"),
+    ConfigDef("default.replication.factor", "int", 1, 1, doc="replication factor of auto-created topics"),
+    ConfigDef("auto.create.topics.enable", "boolean", True, doc="create a topic on Metadata/Produce for it"),
+    ConfigDef("socket.request.max.bytes", "int", 104_857_600, 1, doc="largest request frame accepted"),
+    ConfigDef("message.max.bytes", "int", 1_048_588, 0, doc="largest record batch a Produce may carry"),
+    ConfigDef("connections.max.idle.ms", "long", 600_000, doc="idle connections are closed after this (-1 never)"),
+    ConfigDef("log.segment.bytes", "int", 1_073_741_824, 1_048_576, doc="size of one topic log segment file"),
+    ConfigDef("log.retention.ms", "long", None, -1, doc="retention by age; -1 unlimited; unset: the hours key"),
+    ConfigDef("log.retention.minutes", "int", None, -1),
+    ConfigDef("log.retention.hours", "int", 168, -1),
+    ConfigDef("log.retention.bytes", "long", -1, -1, doc="retention by size per partition; -1 unlimited"),
+    ConfigDef("log.retention.check.interval.ms", "long", 300_000, 1, doc="how often retention is enforced"),
+    ConfigDef("transaction.max.timeout.ms", "int", 900_000, 1, doc="bound of InitProducerId's transaction timeout"),
+    ConfigDef("group.share.record.lock.duration.ms", "int", 30_000, 1000, 3_600_000),
+    ConfigDef("group.share.min.record.lock.duration.ms", "int", 15_000, 1000, 3_600_000),
+    ConfigDef("group.share.max.record.lock.duration.ms", "int", 60_000, 1000, 3_600_000),
+    ConfigDef("group.share.delivery.count.limit", "int", 5, 2, 10),
+    ConfigDef("group.share.partition.max.record.locks", "int", 2000, 100, 10_000),
+    ConfigDef("group.share.max.share.sessions", "int", 2000, 1),
+    ConfigDef("group.share.max.size", "int", 200, 1, 1000),
+    ConfigDef("group.share.session.timeout.ms", "int", 45_000, 1),
+    ConfigDef("group.share.min.session.timeout.ms", "int", 45_000, 1),
+    ConfigDef("group.share.max.session.timeout.ms", "int", 60_000, 1),
+    ConfigDef("group.share.heartbeat.interval.ms", "int", 5000, 1),
+    ConfigDef("group.share.min.heartbeat.interval.ms", "int", 5000, 1),
+    ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15_000, 1),
+    ConfigDef("group.share.assignment.interval.ms", "int", 1000, 0, 15_000),
+    ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, 0, 500),
+)
+
+# Group-level share configs settable as defaults with --group-config, with the broker key whose
+# min/max bound them (Kafka's GroupConfig validation) and, for strings, the allowed values.
+GROUP_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    "share.delivery.count.limit": (),
+    "share.auto.offset.reset": ("latest", "earliest", "by_duration:"),
+    "share.isolation.level": ("read_uncommitted", "read_committed"),
+}
+
+# Real Kafka broker configs that a one-node broker has no use for: accepted with a warning.
+KNOWN_UNUSED: frozenset[str] = frozenset(
+    """
+    advertised.listeners alter.config.policy.class.name alter.log.dirs.replication.quota.window.num
+    authorizer.class.name auto.include.jmx.reporter auto.leader.rebalance.enable background.threads broker.id
+    broker.rack client.quota.callback.class compression.gzip.level compression.lz4.level compression.type
+    compression.zstd.level connection.failed.authentication.delay.ms connections.max.reauth.ms
+    controlled.shutdown.enable controller.listener.names controller.quorum.append.linger.ms
+    controller.quorum.bootstrap.servers controller.quorum.election.backoff.max.ms
+    controller.quorum.election.timeout.ms controller.quorum.fetch.timeout.ms controller.quorum.request.timeout.ms
+    controller.quorum.retry.backoff.ms controller.quorum.voters controller.socket.timeout.ms
+    create.topic.policy.class.name delegation.token.expiry.time.ms delegation.token.master.key
+    delegation.token.max.lifetime.ms delegation.token.secret.key delete.records.purgatory.purge.interval.requests
+    delete.topic.enable early.start.listeners eligible.leader.replicas.version fetch.max.bytes
+    fetch.purgatory.purge.interval.requests group.consumer.assignors group.consumer.assignment.interval.ms
+    group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms group.consumer.max.session.timeout.ms
+    group.consumer.max.size group.consumer.migration.policy group.consumer.min.heartbeat.interval.ms
+    group.consumer.min.session.timeout.ms group.consumer.session.timeout.ms group.coordinator.append.linger.ms
+    group.coordinator.rebalance.protocols group.coordinator.threads group.initial.rebalance.delay.ms
+    group.max.session.timeout.ms group.max.size group.min.session.timeout.ms group.streams.heartbeat.interval.ms
+    group.streams.max.heartbeat.interval.ms group.streams.max.session.timeout.ms group.streams.max.size
+    group.streams.min.heartbeat.interval.ms group.streams.min.session.timeout.ms group.streams.num.standby.replicas
+    group.streams.session.timeout.ms initial.broker.registration.timeout.ms inter.broker.listener.name
+    inter.broker.protocol.version kafka.metrics.polling.interval.secs kafka.metrics.reporters leader.imbalance.check.interval.seconds
+    leader.imbalance.per.broker.percentage listener.security.protocol.map listeners log.cleaner.backoff.ms
+    log.cleaner.dedupe.buffer.size log.cleaner.delete.retention.ms log.cleaner.enable log.cleaner.io.buffer.load.factor
+    log.cleaner.io.buffer.size log.cleaner.io.max.bytes.per.second log.cleaner.max.compaction.lag.ms
+    log.cleaner.min.cleanable.ratio log.cleaner.min.compaction.lag.ms log.cleaner.threads log.cleanup.policy
+    log.dir log.dirs log.dir.failure.timeout.ms log.flush.interval.ms log.message.timestamp.type
+    producer.id.expiration.ms queued.max.requests group.share.enable group.share.assignors
+    share.coordinator.append.linger.ms share.fetch.purgatory.purge.interval.requests log.flush.interval.messages log.flush.offset.checkpoint.interval.ms
+    log.flush.scheduler.interval.ms log.flush.start.offset.checkpoint.interval.ms log.index.interval.bytes
+    log.index.size.max.bytes log.initial.task.delay.ms log.local.retention.bytes log.local.retention.ms
+    log.message.downconversion.enable log.message.format.version log.message.timestamp.after.max.ms
+    log.message.timestamp.before.max.ms log.message.timestamp.difference.max.ms log.preallocate log.roll.hours
+    log.roll.jitter.hours log.roll.jitter.ms log.roll.ms log.segment.delete.delay.ms max.connection.creation.rate
+    max.connections max.connections.per.ip max.connections.per.ip.overrides max.incremental.fetch.session.cache.slots
+    max.request.partition.size.limit metadata.log.dir metadata.log.max.record.bytes.between.snapshots
+    metadata.log.max.snapshot.interval.ms metadata.log.segment.bytes metadata.log.segment.ms metadata.max.idle.interval.ms
+    metadata.max.retention.bytes metadata.max.retention.ms metric.reporters metrics.num.samples metrics.recording.level
+    metrics.sample.window.ms min.insync.replicas node.id num.io.threads num.network.threads num.recovery.threads.per.data.dir
+    num.replica.alter.log.dirs.threads num.replica.fetchers offset.metadata.max.bytes offsets.commit.timeout.ms
+    offsets.load.buffer.size offsets.retention.check.interval.ms offsets.retention.minutes offsets.topic.compression.codec
+    offsets.topic.num.partitions offsets.topic.replication.factor offsets.topic.segment.bytes principal.builder.class
+    process.roles producer.id.expiration.check.interval.ms producer.purgatory.purge.interval.requests
+    queued.max.request.bytes quota.window.num quota.window.size.seconds remote.log.storage.system.enable
+    replica.fetch.backoff.ms replica.fetch.max.bytes replica.fetch.min.bytes replica.fetch.response.max.bytes
+    replica.fetch.wait.max.ms replica.high.watermark.checkpoint.interval.ms replica.lag.time.max.ms
+    replica.selector.class replica.socket.receive.buffer.bytes replica.socket.timeout.ms replication.quota.window.num
+    request.timeout.ms reserved.broker.max.id security.inter.broker.protocol security.providers
+    server.max.startup.time.ms share.coordinator.cold.partition.snapshot.interval.ms share.coordinator.load.buffer.size
+    share.coordinator.state.topic.compression.codec share.coordinator.state.topic.min.isr
+    share.coordinator.state.topic.num.partitions share.coordinator.state.topic.prune.interval.ms
+    share.coordinator.state.topic.replication.factor share.coordinator.state.topic.segment.bytes
+    share.coordinator.threads share.coordinator.write.timeout.ms socket.connection.setup.timeout.max.ms
+    socket.connection.setup.timeout.ms socket.listen.backlog.size socket.receive.buffer.bytes socket.send.buffer.bytes
+    telemetry.max.bytes transaction.abort.timed.out.transaction.cleanup.interval.ms transaction.partition.verification.enable
+    transaction.remove.expired.transaction.cleanup.interval.ms transaction.state.log.load.buffer.size
+    transaction.state.log.min.isr transaction.state.log.num.partitions transaction.state.log.replication.factor
+    transaction.state.log.segment.bytes transactional.id.expiration.ms unclean.leader.election.enable
+    unstable.api.versions.enable unstable.feature.versions.enable zookeeper.connect zookeeper.connection.timeout.ms
+    zookeeper.session.timeout.ms zookeeper.set.acl
+    """.split()
+)
+
+# Families of real Kafka configs matched by prefix (per-listener overrides, TLS, SASL, remote storage).
+KNOWN_UNUSED_PREFIXES: tuple[str, ...] = (
+    "listener.name.", "ssl.", "sasl.", "remote.log.", "log.cleaner.", "confluent.", "metrics.", "ssl.principal.",
+)
+
+
+def _is_known_unused(key: str) -> bool:
+    return key in KNOWN_UNUSED or key.startswith(KNOWN_UNUSED_PREFIXES)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java `.properties` text: `key=value` or `key: value` lines, `#`/`!` comments, `\\` continuations."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        key, value = (line[:cut].strip(), line[cut + 1:].strip()) if cut >= 0 else (line.strip(), "")
+        out[key] = value
+    if pending:
+        key, _, value = pending.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def split_assignment(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` of `--override` / `--group-config`; `ValueError` when there is no `=`."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """The validated broker configuration: every used key with its value (Kafka's default when unset).
+
+    `warnings` lists one line per real-but-unused Kafka key that was given; `group_defaults` holds
+    the `--group-config` defaults applied to every share group.
+    """
+
+    values: Mapping[str, Any]
+    group_defaults: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def log_retention_ms(self) -> int:
+        """Kafka's precedence: log.retention.ms, else minutes, else hours (-1 anywhere: unlimited)."""
+        if self.values["log.retention.ms"] is not None:
+            return self.values["log.retention.ms"]
+        if self.values["log.retention.minutes"] is not None:
+            minutes = self.values["log.retention.minutes"]
+            return -1 if minutes < 0 else minutes * 60_000
+        hours = self.values["log.retention.hours"]
+        return -1 if hours < 0 else hours * 3_600_000
+
+    @classmethod
+    def build(
+        cls,
+        properties: Mapping[str, Any] = (),
+        overrides: Iterable[tuple[str, Any]] = (),
+        group_configs: Iterable[tuple[str, Any]] = (),
+    ) -> "ServeConfig":
+        """Validate `properties` (a server.properties), then `overrides` on top, then the group defaults.
+
+        Raises `ValueError` naming the first offending key: a typo, a value out of Kafka's bounds, or an
+        inconsistent pair (a default outside its min/max).
+        """
+        given: dict[str, Any] = dict(properties)
+        for key, value in overrides:
+            given[key] = value
+        values: dict[str, Any] = {name: d.default for name, d in CONFIG_DEFS.items()}
+        warnings: list[str] = []
+        for key, raw in given.items():
+            d = CONFIG_DEFS.get(key)
+            if d is not None:
+                values[key] = d.parse(raw)
+            elif _is_known_unused(key):
+                warnings.append(f"sharegroup serve: warning: Kafka broker config {key!r} is not used by serve; ignored")
+            else:
+                raise ValueError(f"unknown broker config {key!r} (not a Kafka broker config)")
+        _check_ranges(values)
+        group_defaults: dict[str, Any] = {}
+        for key, raw in group_configs:
+            group_defaults[key] = _parse_group_config(key, raw, values)
+        return cls(values=values, group_defaults=group_defaults, warnings=tuple(warnings))
+
+
+def _check_ranges(values: Mapping[str, Any]) -> None:
+    """Kafka's cross-key rules: each share-group default lies within its min/max pair."""
+    for base in ("record.lock.duration.ms", "session.timeout.ms", "heartbeat.interval.ms"):
+        lo_key, hi_key, key = f"group.share.min.{base}", f"group.share.max.{base}", f"group.share.{base}"
+        lo, hi, value = values[lo_key], values[hi_key], values[key]
+        if lo > hi:
+            raise ValueError(f"{lo_key} ({lo}) must not exceed {hi_key} ({hi})")
+        if not lo <= value <= hi:
+            raise ValueError(f"{key} must be in [{lo}, {hi}] ({lo_key}, {hi_key}), got {value}")
+    if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
+        raise ValueError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+
+
+def _parse_group_config(key: str, raw: Any, broker: Mapping[str, Any]) -> Any:
+    bounds = GROUP_CONFIG_KEYS.get(key)
+    if bounds is None:
+        raise ValueError(f"unknown group config {key!r} (expected one of {', '.join(sorted(GROUP_CONFIG_KEYS))})")
+    if key in ("share.auto.offset.reset", "share.isolation.level"):
+        text = str(raw).strip()
+        lowered = text.lower()
+        if lowered in bounds or (key == "share.auto.offset.reset" and lowered.startswith("by_duration:")):
+            if lowered.startswith("by_duration:"):
+                from ..config import parse_iso8601_duration_ms
+
+                parse_iso8601_duration_ms(text[len("by_duration:"):])  # ValueError on a bad duration
+                return "by_duration:" + text[len("by_duration:"):]
+            return lowered
+        raise ValueError(f"{key} must be one of {', '.join(b.rstrip(':') for b in bounds)}, got {raw!r}")
+    try:
+        value = raw if isinstance(raw, int) and not isinstance(raw, bool) else int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+    if key == "share.delivery.count.limit":
+        lo, hi = CONFIG_DEFS["group.share.delivery.count.limit"].min, CONFIG_DEFS["group.share.delivery.count.limit"].max
+        lo_name, hi_name = "", ""
+    else:
+        lo_name, hi_name = bounds
+        lo, hi = broker[lo_name], broker[hi_name]
+    if not lo <= value <= hi:
+        where = f" ({lo_name}, {hi_name})" if lo_name else ""
+        raise ValueError(f"{key} must be in [{lo}, {hi}]{where}, got {value}")
+    return value

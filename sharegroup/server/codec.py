@@ -1,0 +1,175 @@
+"""The kio glue: request headers, message classes by (API key, version), and response encoding.
+
+kio (message classes generated from Kafka's JSON schemas) is the only codec; nothing here encodes a
+message field by hand. Handlers describe a response as plain dicts and lists, and `build` turns them
+into the kio dataclass of the version the client asked for, keeping only the fields that version has,
+so one handler serves every version of its API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import types
+import typing
+import uuid
+from functools import lru_cache
+from typing import Any
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+from kio.static.primitive import i32Timedelta, i64Timedelta
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "DecodeFailure",
+    "RequestHeader",
+    "build",
+    "decode_body",
+    "decode_header",
+    "encode_response",
+    "request_class",
+    "response_class",
+]
+
+API_VERSIONS_KEY = 18
+RequestHeader = RequestHeaderV1  # v1 and v2 carry the same four fields; v2 adds a tag buffer
+_MAX_NESTING = 16
+
+
+class DecodeFailure(Exception):
+    """A frame that does not decode: the connection that sent it is closed."""
+
+
+@lru_cache(maxsize=None)
+def request_class(api_key: int, version: int) -> type | None:
+    """kio's request class for (key, version), or None when kio has no such message."""
+    try:
+        return load_request_schema(api_key, version)
+    except (KioIndexError, ImportError):
+        return None
+
+
+@lru_cache(maxsize=None)
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+def decode_header(frame: bytes | memoryview) -> tuple[Any, int]:
+    """Read the request header (v1 or v2, chosen from the API's schema) and return it with its size.
+
+    The first four fields are identical in v1 and v2, so v1 is read first to learn the key and version;
+    a flexible request (header v2) then has a tag buffer after the client id. An ApiVersions request of a
+    version this broker does not know is read as Kafka does: v3+ ApiVersions are flexible.
+    """
+    try:
+        header, size = entity_reader(RequestHeaderV1)(frame, 0)
+    except (SerialError, ValueError, OverflowError) as exc:
+        raise DecodeFailure(f"bad request header: {exc}") from None
+    cls = request_class(header.request_api_key, header.request_api_version)
+    if cls is not None:
+        flexible = cls.__header_schema__ is RequestHeaderV2
+    else:
+        flexible = header.request_api_key == API_VERSIONS_KEY and header.request_api_version >= 3
+    if flexible:
+        try:
+            header, size = entity_reader(RequestHeaderV2)(frame, 0)
+        except (SerialError, ValueError, OverflowError) as exc:
+            raise DecodeFailure(f"bad request header: {exc}") from None
+    return header, size
+
+
+def decode_body(cls: type, frame: bytes | memoryview, offset: int) -> Any:
+    """Decode a request body with kio; any failure is a `DecodeFailure`."""
+    try:
+        body, _size = entity_reader(cls)(frame, offset)
+    except (SerialError, ValueError, OverflowError, TypeError, UnicodeDecodeError) as exc:
+        raise DecodeFailure(f"cannot decode {cls.__name__} v{cls.__version__}: {type(exc).__name__}: {exc}") from None
+    return body
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """Size prefix + response header (v0 or v1, as the message's schema says; ApiVersions is always v0) + body."""
+    header_cls = type(body).__header_schema__
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    entity_writer(header_cls)(buf, header_cls(correlation_id=correlation_id))
+    entity_writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    out[0:4] = (len(out) - 4).to_bytes(4, "big")
+    return bytes(out)
+
+
+# -- building kio dataclasses from plain data --------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def _plan(cls: type) -> dict[str, tuple[str, Any]]:
+    """For each field of a kio class: how to convert a plain value into it (kind, nested class)."""
+    plan: dict[str, tuple[str, Any]] = {}
+    for f in dataclasses.fields(cls):
+        tp = f.type
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            non_null = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(non_null) == 1 and typing.get_origin(non_null[0]) is tuple:
+                tp = non_null[0]  # a nullable array: None passes through unchanged below
+        args = typing.get_args(tp)
+        origin = typing.get_origin(tp)
+        if origin is tuple and args and dataclasses.is_dataclass(args[0]):
+            plan[f.name] = ("entities", args[0])
+        elif origin in (typing.Union, types.UnionType) and any(dataclasses.is_dataclass(a) for a in args):
+            plan[f.name] = ("entity", next(a for a in args if dataclasses.is_dataclass(a)))
+        elif dataclasses.is_dataclass(tp):
+            plan[f.name] = ("entity", tp)
+        elif tp is ErrorCode:
+            plan[f.name] = ("error", None)
+        elif isinstance(tp, type) and issubclass(tp, (i32Timedelta, i64Timedelta)):
+            plan[f.name] = ("ms", None)
+        elif origin is tuple:
+            plan[f.name] = ("tuple", None)
+        else:
+            plan[f.name] = ("plain", None)
+    return plan
+
+
+def build(cls: type, data: dict[str, Any], _depth: int = 0) -> Any:
+    """Make an instance of kio class `cls` from a dict; keys the class lacks (other versions) are dropped.
+
+    Nested entities are dicts (or lists of dicts); error codes are ints; durations are milliseconds.
+    A field the class needs and the dict lacks keeps the class's default (a bug if it has none).
+    """
+    assert _depth < _MAX_NESTING, "response nesting too deep"
+    plan = _plan(cls)
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        how = plan.get(name)
+        if how is None:
+            continue
+        kind, sub = how
+        if value is None and kind in ("entities", "tuple"):
+            pass
+        elif kind == "entities":
+            value = tuple(item if isinstance(item, sub) else build(sub, item, _depth + 1) for item in value)
+        elif kind == "entity":
+            value = None if value is None else (value if isinstance(value, sub) else build(sub, value, _depth + 1))
+        elif kind == "error":
+            value = ErrorCode(int(value))
+        elif kind == "ms" and not isinstance(value, datetime.timedelta):
+            value = datetime.timedelta(milliseconds=int(value))
+        elif kind == "tuple":
+            value = tuple(value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def has_field(cls: type, name: str) -> bool:
+    """Whether kio class `cls` (one version of a message) has field `name`."""
+    return name in _plan(cls)
+
+
+ZERO_UUID = uuid.UUID(int=0)

@@ -1,0 +1,35 @@
+"""One module per API family; each exports `HANDLERS` (a tuple of `ApiHandler`).
+
+To add an API family: write its module and add it to `HANDLER_MODULES` below (one line).
+"""
+
+from __future__ import annotations
+
+from ..api import ApiHandler
+from . import (
+    api_versions,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    metadata,
+    produce,
+    share_fetch,
+    share_group,
+    topics,
+)
+
+HANDLER_MODULES = (
+    api_versions,
+    metadata,
+    find_coordinator,
+    produce,
+    init_producer_id,
+    topics,
+    fetch,
+    share_group,
+    share_fetch,
+)
+
+
+def all_handlers() -> list[ApiHandler]:
+    return [handler for module in HANDLER_MODULES for handler in module.HANDLERS]

@@ -1,0 +1,43 @@
+"""ApiVersions (key 18), versions 0-4: the APIs and versions this broker serves.
+
+The list comes from the handler registry, so what is advertised is exactly what is dispatched. A v3+
+request whose client software name or version breaks Kafka's pattern gets INVALID_REQUEST (as Kafka).
+The response header is always v0 (kio's schema says so), even for the flexible v3+ bodies. An unknown
+ApiVersions version is answered by the connection (UNSUPPORTED_VERSION in a v0 body).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..api import ApiHandler, RequestContext
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def _valid(request: Any) -> bool:
+    name = getattr(request, "client_software_name", None)
+    version = getattr(request, "client_software_version", None)
+    if name is None:  # v0-v2 carry no software name
+        return True
+    return bool(_SOFTWARE.match(name)) and bool(_SOFTWARE.match(version or ""))
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not _valid(request):
+        return error_response(ctx, request, ErrorCode.invalid_request)
+    keys = [
+        {"api_key": key, "min_version": lo, "max_version": hi}
+        for key, lo, hi in ctx.broker.registry.advertised()
+    ]
+    return ctx.response({"error_code": ErrorCode.none, "api_keys": keys, "throttle_time": 0})
+
+
+def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"error_code": code, "api_keys": [], "throttle_time": 0})
+
+
+HANDLERS = (ApiHandler(18, "ApiVersions", 0, 4, handle, error_response),)

@@ -1,0 +1,42 @@
+"""InitProducerId (key 22), versions 0-5: producer ids for idempotent producers, from the topic store.
+
+The store owns producer state (ids are durable with the topic data, so a restarted broker never hands
+out an id twice). Transactions are not supported: a request with a transactional id gets
+COORDINATOR_NOT_AVAILABLE (Kafka's answer while no transaction coordinator is available), after the
+timeout check Kafka does first (outside `[1, transaction.max.timeout.ms]`: INVALID_TRANSACTION_TIMEOUT).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import ShareError
+from ..api import ApiHandler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None:
+        timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+        if not 0 < timeout_ms <= ctx.broker.config["transaction.max.timeout.ms"]:
+            return error_response(ctx, request, ErrorCode.invalid_transaction_timeout)
+        return error_response(ctx, request, ErrorCode.coordinator_not_available)
+    producer_id = int(getattr(request, "producer_id", -1))
+    producer_epoch = int(getattr(request, "producer_epoch", -1))
+    try:
+        result = ctx.broker.store.init_producer_id(producer_id=producer_id, producer_epoch=producer_epoch)
+        if inspect.isawaitable(result):
+            result = await result
+    except ShareError as exc:
+        return error_response(ctx, request, int(exc.error))
+    pid, epoch = (result.producer_id, result.producer_epoch) if hasattr(result, "producer_id") else result
+    return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": epoch})
+
+
+def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1})
+
+
+HANDLERS = (ApiHandler(22, "InitProducerId", 0, 5, handle, error_response),)

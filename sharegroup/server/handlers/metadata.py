@@ -1,0 +1,117 @@
+"""Metadata (key 3), versions 0-13: brokers, this node as controller, topics by name or by id.
+
+- This one node is the only broker, the controller (`AdminClient.create_topics` waits for one) and the
+  leader of every partition (leader epoch 0, replicas and ISR = this node).
+- Topics: all of them (v0: an empty list; v1+: null), none (v1+: empty list), or the listed ones, by name
+  or (v12+, name null) by topic id. An unknown id is UNKNOWN_TOPIC_ID; an unknown name is auto-created when
+  the request allows it (always below v4) and `auto.create.topics.enable` is on, else
+  UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION. Below v12 a null name is
+  INVALID_REQUEST, as Kafka answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import ShareError
+from ..api import ApiHandler, RequestContext
+from ..codec import ZERO_UUID
+from ..topic_admin import TopicInfo
+
+# Kafka's AclOperation codes allowed on a topic: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11 (no ACLs here, so every operation is authorized).
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))  # + CLUSTER_ACTION 9, IDEMPOTENT_WRITE 12
+NO_OPERATIONS = -(2**31)
+
+
+def _topic(ctx: RequestContext, info: TopicInfo, include_ops: bool) -> dict[str, Any]:
+    node = ctx.broker.node_id
+    return {
+        "error_code": ErrorCode.none,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": False,
+        "partitions": [
+            {
+                "error_code": ErrorCode.none,
+                "partition_index": p,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": (node,),
+                "isr_nodes": (node,),
+                "offline_replicas": (),
+            }
+            for p in range(info.num_partitions)
+        ],
+        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+    }
+
+
+def _error_topic(name: str | None, topic_id: uuid.UUID | None, code: int) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id or ZERO_UUID, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": NO_OPERATIONS}
+
+
+def _envelope(ctx: RequestContext, request: Any, topics: list[dict[str, Any]]) -> Any:
+    broker = ctx.broker
+    include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+    return ctx.response({
+        "throttle_time": 0,
+        "brokers": [{"node_id": broker.node_id, "host": ctx.advertised_host, "port": broker.port, "rack": None}],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster_ops else NO_OPERATIONS,
+        "error_code": ErrorCode.none,
+    })
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    admin = ctx.broker.topics
+    include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+    wanted = request.topics
+    if wanted is None or (version == 0 and not wanted):
+        return _envelope(ctx, request, [_topic(ctx, t, include_ops) for t in admin.all()])
+    if version < 12 and any(t.name is None for t in wanted):
+        return error_response(ctx, request, ErrorCode.invalid_request)
+    allow_create = bool(getattr(request, "allow_auto_topic_creation", True))
+    out: list[dict[str, Any]] = []
+    seen: set[Any] = set()
+    for entry in wanted:
+        name = entry.name
+        topic_id = getattr(entry, "topic_id", None)
+        key = name if name is not None else topic_id
+        if key in seen:
+            continue
+        seen.add(key)
+        if name is None:
+            info = admin.by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
+            out.append(_topic(ctx, info, include_ops) if info else _error_topic(None, topic_id, ErrorCode.unknown_topic_id))
+            continue
+        try:
+            info = await admin.get_or_create(name) if allow_create else admin.by_name(name)
+        except ShareError as exc:
+            out.append(_error_topic(name, None, int(exc.error)))
+            continue
+        if info is None:
+            out.append(_error_topic(name, None, ErrorCode.unknown_topic_or_partition))
+        else:
+            out.append(_topic(ctx, info, include_ops))
+    return _envelope(ctx, request, out)
+
+
+def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+    legacy = ctx.api_version < 12  # names are not nullable in the response before v12
+    topics = [
+        _error_topic("" if legacy and t.name is None else t.name, getattr(t, "topic_id", None), code)
+        for t in (request.topics or ())
+    ]
+    return _envelope(ctx, request, topics)
+
+
+HANDLERS = (ApiHandler(3, "Metadata", 0, 13, handle, error_response),)

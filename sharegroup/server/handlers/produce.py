@@ -1,0 +1,95 @@
+"""Produce (key 0), versions 3-12: record batches handed to the topic store as the producer's bytes.
+
+Per partition (Kafka's rules):
+- acks must be 0, 1 or -1 (else every partition: INVALID_REQUIRED_ACKS);
+- an unknown topic is auto-created when `auto.create.topics.enable`, else UNKNOWN_TOPIC_OR_PARTITION, as is
+  a partition index out of range; an illegal topic name is INVALID_TOPIC_EXCEPTION;
+- the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
+  `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
+  `ShareError` becomes that partition's error, and nothing of it is appended.
+With acks=0 no response is sent. Partitions are appended in request order, one request of a connection
+at a time (see `connection.py`), so one producer's batches reach each partition in the order it sent them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import ShareError
+from ..api import ApiHandler, RequestContext
+
+VALID_ACKS = (0, 1, -1)
+
+
+def _partition(index: int, code: int, message: str | None = None, base_offset: int = -1,
+               log_append_time_ms: int = -1, log_start_offset: int = -1) -> dict[str, Any]:
+    append_time = (
+        None if log_append_time_ms < 0
+        else datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.timezone.utc)
+    )
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": base_offset,
+        "log_append_time": append_time,
+        "log_start_offset": log_start_offset,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+async def _append_one(ctx: RequestContext, topic: Any, index: int, records: bytes | None, acks: int) -> dict[str, Any]:
+    broker = ctx.broker
+    if not 0 <= index < topic.num_partitions:
+        return _partition(index, ErrorCode.unknown_topic_or_partition,
+                          f"This server does not host this topic-partition: {topic.name}-{index}")
+    try:
+        result = broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
+        if inspect.isawaitable(result):
+            result = await result
+    except ShareError as exc:
+        return _partition(index, int(exc.error), exc.message or None)
+    return _partition(index, ErrorCode.none, None, result.base_offset, result.log_append_time_ms, result.log_start_offset)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = int(request.acks)
+    responses = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        parts: list[dict[str, Any]] = []
+        if acks not in VALID_ACKS:
+            parts = [_partition(p.index, ErrorCode.invalid_required_acks) for p in topic_data.partition_data]
+        else:
+            try:
+                topic = ctx.broker.topics.by_name(name) or await ctx.broker.topics.get_or_create(name)
+            except ShareError as exc:
+                topic, error = None, (int(exc.error), exc.message)
+            else:
+                error = (ErrorCode.unknown_topic_or_partition, f"Unknown topic {name}")
+            for p in topic_data.partition_data:
+                if topic is None:
+                    parts.append(_partition(p.index, error[0], error[1]))
+                else:
+                    parts.append(await _append_one(ctx, topic, p.index, p.records, acks))
+        responses.append({"name": name, "partition_responses": parts})
+    if acks == 0:
+        return None
+    return ctx.response({"responses": responses, "throttle_time": 0})
+
+
+def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+    if int(request.acks) == 0:
+        return None
+    responses = [
+        {"name": t.name, "partition_responses": [_partition(p.index, code) for p in t.partition_data]}
+        for t in request.topic_data
+    ]
+    return ctx.response({"responses": responses, "throttle_time": 0})
+
+
+HANDLERS = (ApiHandler(0, "Produce", 3, 12, handle, error_response),)

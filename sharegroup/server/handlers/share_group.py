@@ -1,0 +1,100 @@
+"""ShareGroupHeartbeat (key 76) v1 and ShareGroupDescribe (key 77) v1: the group coordinator's share APIs.
+
+A heartbeat goes to `GroupCoordinator.share_group_heartbeat` unchanged (the client generates its member
+id; epoch 0 joins, -1 leaves). The assignment is sent as topic ids with partitions, or null when it has
+not changed. A refusal is a top-level error with no member id, member epoch 0 and no assignment, as
+Kafka answers: UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH make the client rejoin with the same id,
+INVALID_REQUEST and GROUP_MAX_SIZE_REACHED are fatal to it. Without share services (an embedding that
+did not start them) every request gets COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import ShareError
+from ..api import ApiHandler, RequestContext
+
+
+def _services(ctx: RequestContext) -> Any:
+    return ctx.broker.services.get("share")
+
+
+async def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    share = _services(ctx)
+    if share is None:
+        return heartbeat_error(ctx, request, ErrorCode.coordinator_not_available, "share groups are not enabled")
+    names = request.subscribed_topic_names
+    try:
+        result = await share.coordinator.share_group_heartbeat(
+            request.group_id, request.member_id, int(request.member_epoch),
+            None if names is None else list(names), request.rack_id,
+            client_id=ctx.client_id or "", client_host="/" + ctx.peer.rsplit(":", 1)[0],
+        )
+    except ShareError as exc:
+        return heartbeat_error(ctx, request, int(exc.error), exc.message or None)
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": list(partitions)}
+                                           for topic_id, partitions in sorted(result.assignment.items())]}
+    return ctx.response({
+        "throttle_time": 0, "error_code": ErrorCode.none, "member_id": result.member_id,
+        "member_epoch": result.member_epoch, "heartbeat_interval": result.heartbeat_interval_ms,
+        "assignment": assignment,
+    })
+
+
+def heartbeat_error(ctx: RequestContext, request: Any, code: int, message: str | None = None) -> Any:
+    return ctx.response({"throttle_time": 0, "error_code": code, "error_message": message, "member_id": None,
+                         "member_epoch": 0, "heartbeat_interval": 0, "assignment": None})
+
+
+async def describe(ctx: RequestContext, request: Any) -> Any:
+    share = _services(ctx)
+    groups = []
+    for group_id in request.group_ids:
+        if share is None:
+            groups.append(_described_error(group_id, ErrorCode.coordinator_not_available))
+            continue
+        try:
+            description = share.coordinator.describe_group(group_id)
+        except ShareError as exc:
+            groups.append(_described_error(group_id, int(exc.error), exc.message or None))
+            continue
+        groups.append({
+            "error_code": ErrorCode.none, "group_id": description.group_id,
+            "group_state": description.state.value if hasattr(description.state, "value") else str(description.state),
+            "group_epoch": description.group_epoch, "assignment_epoch": description.assignment_epoch,
+            "assignor_name": "simple", "authorized_operations": -2147483648,
+            "members": [{
+                "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "assignment": {"topic_partitions": [_topic_partitions(ctx, t, ps)
+                                                    for t, ps in sorted(m.assignment.items())]},
+            } for m in description.members],
+        })
+    return ctx.response({"throttle_time": 0, "groups": groups})
+
+
+def _topic_partitions(ctx: RequestContext, topic_id: Any, partitions: list[int]) -> dict[str, Any]:
+    topic = ctx.broker.store.topic_by_id(topic_id)
+    return {"topic_id": topic_id, "topic_name": "" if topic is None else topic.name, "partitions": list(partitions)}
+
+
+def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": -2147483648}
+
+
+def describe_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "groups": [_described_error(g, code) for g in request.group_ids]})
+
+
+HANDLERS = (
+    ApiHandler(76, "ShareGroupHeartbeat", 1, 1, heartbeat, lambda ctx, req, code: heartbeat_error(ctx, req, code)),
+    ApiHandler(77, "ShareGroupDescribe", 1, 1, describe, describe_error),
+)

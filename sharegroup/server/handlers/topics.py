@@ -1,0 +1,69 @@
+"""CreateTopics (key 19), versions 2-7: create topics on this node (the controller), one result per topic.
+
+Each topic is checked on its own (`TopicAdmin.create`): a legal name, not existing yet, partitions >= 1
+or -1 (`num.partitions`), replication factor 1 or -1, no manual assignment, known topic configs. A name
+listed twice in one request is INVALID_REQUEST for that name. `validate_only` checks without creating.
+v5+ results carry the partition count, replication factor and the topic's configs; v7 the topic id.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import ShareError
+from ..api import ApiHandler, RequestContext
+from ..codec import ZERO_UUID
+
+DYNAMIC_TOPIC_CONFIG = 1  # Kafka's ConfigSource of a config set on the topic
+
+
+def _result(name: str, code: int, message: str | None, topic_id=ZERO_UUID, num_partitions: int = -1,
+            replication_factor: int = -1, configs: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "topic_id": topic_id,
+        "error_code": code,
+        "error_message": message,
+        "topic_config_error_code": 0,
+        "num_partitions": num_partitions,
+        "replication_factor": replication_factor,
+        "configs": None if configs is None else [
+            {"name": k, "value": v, "read_only": False, "config_source": DYNAMIC_TOPIC_CONFIG, "is_sensitive": False}
+            for k, v in sorted(configs.items())
+        ],
+    }
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    counts = Counter(t.name for t in request.topics)
+    admin = ctx.broker.topics
+    results = []
+    done: set[str] = set()
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            if topic.name not in done:
+                done.add(topic.name)
+                results.append(_result(topic.name, ErrorCode.invalid_request,
+                                       f"Create topics request contains multiple entries for the topic {topic.name}"))
+            continue
+        configs = {c.name: c.value for c in topic.configs}
+        try:
+            info = await admin.create(
+                topic.name, int(topic.num_partitions), int(topic.replication_factor), configs,
+                validate_only=bool(request.validate_only), assignments=bool(topic.assignments),
+            )
+        except ShareError as exc:
+            results.append(_result(topic.name, int(exc.error), exc.message or None))
+            continue
+        results.append(_result(topic.name, ErrorCode.none, None, info.topic_id, info.num_partitions, 1, dict(info.configs)))
+    return ctx.response({"throttle_time": 0, "topics": results})
+
+
+def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "topics": [_result(t.name, code, None) for t in request.topics]})
+
+
+HANDLERS = (ApiHandler(19, "CreateTopics", 2, 7, handle, error_response),)

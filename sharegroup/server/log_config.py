@@ -1,0 +1,142 @@
+"""`LogConfig`: Kafka's log settings for the topic store, with Kafka's keys, defaults and bounds.
+
+Broker keys (`server.properties`, `--override`) set the defaults; CreateTopics may override some per topic
+with Kafka's topic keys. A bad broker value is a `ValueError` naming the key (refused at start-up); a bad
+topic value is `ShareError(INVALID_CONFIG)`, as Kafka answers CreateTopics.
+
+| field | broker key | topic key | default | bounds |
+|---|---|---|---|---|
+| segment_bytes | log.segment.bytes | segment.bytes | 1 GiB | >= 14 (Kafka's `LegacyRecord.RECORD_OVERHEAD_V0`) |
+| retention_ms | log.retention.ms (or .minutes / .hours) | retention.ms | 7 days | >= -1 (-1: no limit) |
+| retention_bytes | log.retention.bytes | retention.bytes | -1 (no limit) | any long |
+| max_message_bytes | message.max.bytes | max.message.bytes | 1048588 | >= 0 |
+| num_partitions | num.partitions | — | 1 | >= 1 |
+| retention_check_interval_ms | log.retention.check.interval.ms | — | 300000 (5 min) | >= 1 |
+| producer_id_expiration_ms | producer.id.expiration.ms | — | 86400000 (1 day) | >= 1 |
+| auto_create_topics_enable | auto.create.topics.enable | — | true | — |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping
+
+from sharegroup.errors import Errors, ShareError
+
+__all__ = ["LogConfig", "TOPIC_CONFIG_KEYS"]
+
+_LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
+SEGMENT_BYTES_MIN = 14
+
+# field -> (broker key, topic key or None, min, max)
+_INT_FIELDS: dict[str, tuple[str, str | None, int, int]] = {
+    "segment_bytes": ("log.segment.bytes", "segment.bytes", SEGMENT_BYTES_MIN, _INT_MAX),
+    "retention_ms": ("log.retention.ms", "retention.ms", -1, _LONG_MAX),
+    "retention_bytes": ("log.retention.bytes", "retention.bytes", -(2**63), _LONG_MAX),
+    "max_message_bytes": ("message.max.bytes", "max.message.bytes", 0, _INT_MAX),
+    "num_partitions": ("num.partitions", None, 1, _INT_MAX),
+    "retention_check_interval_ms": ("log.retention.check.interval.ms", None, 1, _LONG_MAX),
+    "producer_id_expiration_ms": ("producer.id.expiration.ms", None, 1, _INT_MAX),
+}
+
+# Kafka topic configs the store accepts on CreateTopics without acting on them (a single node has no
+# replicas to wait for; records are stored as the producer compressed them). Keys outside this set and
+# _INT_FIELDS are refused with INVALID_CONFIG, as Kafka refuses an unknown topic config.
+_ACCEPTED_TOPIC_KEYS = frozenset({
+    "cleanup.policy", "compression.type", "min.insync.replicas", "message.timestamp.type",
+    "unclean.leader.election.enable", "flush.messages", "flush.ms", "segment.ms", "segment.jitter.ms",
+    "segment.index.bytes", "index.interval.bytes", "file.delete.delay.ms", "preallocate",
+    "message.downconversion.enable", "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio", "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms", "local.retention.ms", "local.retention.bytes", "remote.storage.enable",
+})
+# Values the store cannot honour: refused rather than silently ignored.
+_REFUSED_TOPIC_VALUES = {"cleanup.policy": {"compact", "compact,delete", "delete,compact"},
+                         "message.timestamp.type": {"LogAppendTime"}}
+TOPIC_CONFIG_KEYS = frozenset({v[1] for v in _INT_FIELDS.values() if v[1]}) | _ACCEPTED_TOPIC_KEYS
+
+
+def _parse_int(text: object) -> int:
+    if isinstance(text, bool):
+        raise ValueError("a boolean is not an integer")
+    if isinstance(text, int):
+        return text
+    if isinstance(text, str) and text.strip().lstrip("-").isdigit():
+        return int(text.strip())
+    raise ValueError(f"not an integer: {text!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Log settings of the topic store (broker defaults) or of one topic (with its overrides)."""
+
+    segment_bytes: int = 2**30
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1_048_588
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    retention_check_interval_ms: int = 300_000  # how often the broker calls TopicStore.enforce_retention
+    producer_id_expiration_ms: int = 86_400_000
+
+    def __post_init__(self) -> None:
+        for name, (key, _, low, high) in _INT_FIELDS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{key} must be an integer in [{low}, {high}], got {value!r}")
+        if not isinstance(self.auto_create_topics_enable, bool):
+            raise ValueError(f"auto.create.topics.enable must be true or false, got {self.auto_create_topics_enable!r}")
+
+    @classmethod
+    def from_broker_configs(cls, configs: Mapping[str, object]) -> LogConfig:
+        """Build from Kafka broker keys (string values as in server.properties). Keys this class does
+        not know are ignored (the broker's config parser owns them); bad values raise ValueError."""
+        kw: dict[str, object] = {}
+        for name, (key, _, _, _) in _INT_FIELDS.items():
+            if key in configs:
+                try:
+                    kw[name] = _parse_int(configs[key])
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
+        if "retention_ms" not in kw:  # Kafka: log.retention.ms, else .minutes, else .hours
+            for key, scale in (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)):
+                if key in configs:
+                    try:
+                        value = _parse_int(configs[key])
+                    except ValueError as exc:
+                        raise ValueError(f"{key}: {exc}") from None
+                    kw["retention_ms"] = value * scale if value >= 0 else -1
+                    break
+        if "auto.create.topics.enable" in configs:
+            raw = str(configs["auto.create.topics.enable"]).strip().lower()
+            if raw not in ("true", "false"):
+                raise ValueError(f"auto.create.topics.enable must be true or false, got {raw!r}")
+            kw["auto_create_topics_enable"] = raw == "true"
+        return cls(**kw)  # type: ignore[arg-type]
+
+    def for_topic(self, configs: Mapping[str, object] | None) -> LogConfig:
+        """These defaults with a topic's overrides applied (CreateTopics configs, Kafka's topic keys).
+        Raises ShareError(INVALID_CONFIG) naming the key for an unknown key or a bad value."""
+        if not configs:
+            return self
+        kw: dict[str, int] = {}
+        by_topic_key = {v[1]: name for name, v in _INT_FIELDS.items() if v[1]}
+        for key, raw in configs.items():
+            if key in by_topic_key:
+                name = by_topic_key[key]
+                _, _, low, high = _INT_FIELDS[name]
+                try:
+                    value = _parse_int(raw)
+                except ValueError:
+                    raise ShareError(Errors.INVALID_CONFIG, f"{key}: not an integer: {raw!r}") from None
+                if not low <= value <= high:
+                    raise ShareError(Errors.INVALID_CONFIG, f"{key} must be in [{low}, {high}], got {value}")
+                kw[name] = value
+            elif key in _ACCEPTED_TOPIC_KEYS:
+                if str(raw) in _REFUSED_TOPIC_VALUES.get(key, ()):
+                    raise ShareError(Errors.INVALID_CONFIG, f"{key}={raw} is not supported by this broker")
+            else:
+                raise ShareError(Errors.INVALID_CONFIG, f"unknown topic config {key!r}")
+        return dataclasses.replace(self, **kw)

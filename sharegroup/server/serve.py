@@ -1,0 +1,158 @@
+"""`sharegroup serve`: parse the options and broker configs, open the data directory, serve until a signal.
+
+    sharegroup serve [--data DIR] [--host 127.0.0.1] [--port 9092] [--node-id 1]
+                     [--config server.properties] [--override KEY=VALUE ...] [--group-config KEY=VALUE ...]
+                     [--metrics-port PORT]
+
+When it is ready it prints exactly one line on stdout,
+`sharegroup serve: listening on HOST:PORT (node N, data DIR)`, and flushes it. SIGTERM and SIGINT stop it
+cleanly (connections closed, the store closed so pending writes are durable; exit 0). A bad option, an
+unknown broker config or a value outside Kafka's bounds is refused before anything is opened (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from .broker_config import ServeConfig, parse_properties, split_assignment
+
+__all__ = ["add_arguments", "open_share_services", "open_store", "run", "load_config"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port must be in [0, 65535], got {value}")
+    return value
+
+
+def _node_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a node id: {text!r}") from None
+    if not 0 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"a node id must be in [0, 2147483647], got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", metavar="DIR", default="./sharegroup-data",
+                        help="data directory: topic logs, share state, group records (default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=_port, default=9092, help="port to listen on; 0 binds a free port (default: %(default)s)")
+    parser.add_argument("--node-id", type=_node_id, default=1, metavar="N", help="this broker's node id (default: %(default)s)")
+    parser.add_argument("--config", metavar="FILE", help="a Kafka server.properties to read broker configs from")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set one Kafka broker config (e.g. num.partitions=3); repeatable; wins over --config")
+    parser.add_argument("--group-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="default of a share-group config for every group (share.record.lock.duration.ms, "
+                        "share.delivery.count.limit, share.auto.offset.reset, share.isolation.level, "
+                        "share.session.timeout.ms, share.heartbeat.interval.ms); repeatable")
+    parser.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                        help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics (0: any free port)")
+
+
+def load_config(args: argparse.Namespace) -> ServeConfig:
+    """The validated broker config of these options; `ValueError` names the offending key or file."""
+    properties: dict[str, str] = {}
+    if args.config:
+        try:
+            text = Path(args.config).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read --config {args.config}: {exc.strerror or exc}") from None
+        properties = parse_properties(text)
+    overrides = [split_assignment(item) for item in args.override]
+    group_configs = [split_assignment(item) for item in args.group_config]
+    return ServeConfig.build(properties, overrides, group_configs)
+
+
+async def open_store(data_dir: Path | str, config: ServeConfig) -> Any:
+    """Open the durable topic store of `data_dir` with the broker's (already validated) log configs."""
+    from .topic_store import LogConfig, TopicStore
+
+    log_config = LogConfig(
+        segment_bytes=config["log.segment.bytes"],
+        retention_ms=config.log_retention_ms,
+        retention_bytes=config["log.retention.bytes"],
+        max_message_bytes=config["message.max.bytes"],
+        num_partitions=config["num.partitions"],
+        auto_create_topics_enable=config["auto.create.topics.enable"],
+    )
+    return await TopicStore.open(data_dir, log_config=log_config)
+
+
+async def open_share_services(data_dir: Path | str, config: ServeConfig, store: Any) -> Any:
+    """The persister, group coordinator and SharePartitionManager of `data_dir`, over `store`."""
+    from .share_services import ShareServices
+
+    return await ShareServices.open(data_dir, config, store)
+
+
+async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
+    from .broker import Broker
+
+    data_dir = Path(args.data)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = await open_store(data_dir, config)
+    try:
+        share = await open_share_services(data_dir, config, store)
+    except BaseException:
+        await store.close()
+        raise
+    broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
+                    services={"share": share})
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    metrics = None
+    try:
+        await share.start()  # the lock timer and member expiry run before the first request comes in
+        await broker.start()
+        if args.metrics_port is not None:
+            from ..metrics import bind_manager_metrics, serve_metrics
+
+            bind_manager_metrics(share.manager)  # Kafka's share metric names, read at scrape time
+            metrics = serve_metrics(args.metrics_port)
+            print(f"sharegroup serve: metrics on {metrics.url}", file=sys.stderr, flush=True)
+        print(f"sharegroup serve: listening on {broker.host}:{broker.port} "
+              f"(node {broker.node_id}, data {data_dir})", flush=True)
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if metrics is not None:
+            metrics.close()
+        await broker.close()
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `sharegroup serve` with parsed arguments; returns the exit status."""
+    try:
+        config = load_config(args)
+    except ValueError as exc:
+        print(f"sharegroup serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for line in config.warnings:
+        print(line, file=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, format="sharegroup serve: %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        return asyncio.run(_serve(args, config))
+    except OSError as exc:  # the port is taken, the data directory is not writable, ...
+        print(f"sharegroup serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE

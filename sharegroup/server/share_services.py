@@ -1,0 +1,195 @@
+"""The share-group services `sharegroup serve` embeds, wired together over the topic store.
+
+- the `LocalPersister` (share-partition state, durable under `DIR/share-state`);
+- the `GroupCoordinator`, its records durable under `DIR/groups` (`group_records.FileRecordSink`,
+  replayed at start), its topics read from the topic store;
+- the `SharePartitionManager` over the topic store (its `PartitionLogs`), the persister and the
+  per-group configs; it is the coordinator's listener, hears every append, and its lock timer and long
+  polls run on the real clock;
+- a timer that expires members whose session timed out (their records are released, their partitions
+  reassigned);
+- share sessions tied to the connection that opened them: when that connection closes, the session
+  closes and its member's acquired records are released at once (Kafka's disconnect rule), unless a
+  newer connection re-opened the session meanwhile.
+
+Configs: the broker's `group.share.*` keys and the `--group-config share.*` defaults become the
+`BrokerConfig`, the default `ShareGroupConfig` of every group, and the coordinator's `GroupConfig`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..config import BrokerConfig, ShareGroupConfig
+from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
+from ..errors import Errors, ShareError
+from ..manager import SharePartitionManager
+from .broker_config import ServeConfig
+from .group_records import FileRecordSink
+
+__all__ = ["ShareServices", "StoreTopics", "broker_share_config", "group_share_config", "coordinator_config"]
+
+log = logging.getLogger("sharegroup.server")
+
+MemberKey = tuple[str, str]
+
+_BROKER_KEYS = (
+    "group.share.max.share.sessions", "group.share.partition.max.record.locks",
+    "group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms",
+    "group.share.max.record.lock.duration.ms", "group.share.delivery.count.limit",
+)
+_GROUP_KEYS = ("share.record.lock.duration.ms", "share.delivery.count.limit", "share.auto.offset.reset",
+               "share.isolation.level")
+
+
+def broker_share_config(config: ServeConfig) -> BrokerConfig:
+    return BrokerConfig.from_properties({key: config[key] for key in _BROKER_KEYS})
+
+
+def group_share_config(config: ServeConfig) -> ShareGroupConfig:
+    """Every group's share-partition settings: the broker keys, with `--group-config` defaults on top."""
+    properties: dict[str, Any] = {key: config[key] for key in (
+        "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
+        "group.share.partition.max.record.locks")}
+    properties.update({k: v for k, v in config.group_defaults.items() if k in _GROUP_KEYS})
+    return ShareGroupConfig.from_properties(properties)
+
+
+def coordinator_config(config: ServeConfig) -> GroupConfig:
+    defaults = config.group_defaults
+    return GroupConfig(
+        max_size=config["group.share.max.size"],
+        session_timeout_ms=defaults.get("share.session.timeout.ms", config["group.share.session.timeout.ms"]),
+        heartbeat_interval_ms=defaults.get("share.heartbeat.interval.ms", config["group.share.heartbeat.interval.ms"]),
+        assignment_interval_ms=config["group.share.assignment.interval.ms"],
+        min_session_timeout_ms=config["group.share.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.share.max.session.timeout.ms"],
+        min_heartbeat_interval_ms=config["group.share.min.heartbeat.interval.ms"],
+        max_heartbeat_interval_ms=config["group.share.max.heartbeat.interval.ms"],
+    )
+
+
+class StoreTopics:
+    """The coordinator's `TopicsLookup` over the topic store."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def lookup(self, name: str) -> TopicInfo | None:
+        topic = self.store.topic_by_name(name)
+        return None if topic is None else TopicInfo(topic.topic_id, topic.name, topic.num_partitions)
+
+    def lookup_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        topic = self.store.topic_by_id(topic_id)
+        return None if topic is None else TopicInfo(topic.topic_id, topic.name, topic.num_partitions)
+
+    def latest_offset(self, topic_id: uuid.UUID, partition: int) -> int:
+        if not self.store.has_partition(topic_id, partition):
+            raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {partition} of topic {topic_id}")
+        return self.store.log_end_offset(topic_id, partition)
+
+
+class _GroupConfigs:
+    """The manager's per-group config source: every group gets the broker's share-group defaults."""
+
+    def __init__(self, config: ShareGroupConfig) -> None:
+        self.config = config
+
+    def group_config(self, group_id: str) -> ShareGroupConfig:
+        return self.config
+
+
+class ShareServices:
+    """Persister, coordinator and manager of one broker; `await ShareServices.open(...)`, then
+    `await start()`, and `await close()` before the topic store closes."""
+
+    def __init__(self, persister: Any, sink: FileRecordSink, coordinator: GroupCoordinator,
+                 manager: SharePartitionManager, group_config: GroupConfig) -> None:
+        self.persister = persister
+        self.sink = sink
+        self.coordinator = coordinator
+        self.manager = manager
+        self.group_config = group_config
+        self._session_connection: dict[MemberKey, str] = {}
+        self._connection_sessions: dict[str, set[MemberKey]] = {}
+        self._expiry_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(cls, data_dir: Path | str, config: ServeConfig, store: Any) -> "ShareServices":
+        from persister.local import LocalPersister
+
+        data_dir = Path(data_dir)
+        persister = await LocalPersister.open(
+            data_dir / "share-state",
+            snapshot_update_records_per_snapshot=config["share.coordinator.snapshot.update.records.per.snapshot"],
+        )
+        sink = None
+        try:
+            sink = FileRecordSink.open(data_dir / "groups")
+            group_config = coordinator_config(config)
+            manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
+                                            coordinator=_GroupConfigs(group_share_config(config)))
+            coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
+                                           record_sink=sink, listener=manager)
+            await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
+        except BaseException:
+            if sink is not None:
+                sink.close()
+            await persister.close()
+            raise
+        store.subscribe(manager.on_append)
+        return cls(persister, sink, coordinator, manager, group_config)
+
+    async def start(self) -> None:
+        await self.manager.start()
+        self._expiry_task = asyncio.create_task(self._expire_members(), name="share member expiry")
+
+    async def _expire_members(self) -> None:
+        """Expire members whose session timed out, a few times per session timeout (at most 1 s apart)."""
+        interval_s = max(0.05, min(1.0, self.group_config.session_timeout_ms / 4000))
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                gone = await self.coordinator.expire_members()
+            except Exception:  # a failing pass must not stop later ones (logged, retried next interval)
+                log.exception("share group member expiry failed")
+                continue
+            if gone:
+                log.info("share group members expired: %s", ", ".join(gone))
+
+    async def close(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            await asyncio.gather(self._expiry_task, return_exceptions=True)
+        await self.manager.close()
+        await self.persister.close()
+        self.sink.close()
+
+    # -- share sessions and connections ---------------------------------------------------------------
+
+    def session_opened(self, connection: str, group_id: str, member_id: str) -> None:
+        """A ShareFetch at epoch 0 on `connection` (re)opened the session of (group, member)."""
+        key = (group_id, member_id)
+        self._session_connection[key] = connection
+        self._connection_sessions.setdefault(connection, set()).add(key)
+
+    async def connection_closed(self, connection: str) -> None:
+        """Close the share sessions this connection opened and release their members' records."""
+        for key in self._connection_sessions.pop(connection, ()):
+            if self._session_connection.get(key) != connection:
+                continue  # re-opened on a newer connection: that one owns it now
+            del self._session_connection[key]
+            if self.manager.sessions.get(*key) is not None:
+                await self.manager.member_left(*key)
+
+    def log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start_offset: int) -> None:
+        """Retention moved a log start: push it into the loaded share-partitions of that partition."""
+        self.manager.on_log_start_moved(topic_id, partition, log_start_offset)
+
+    def _check(self) -> None:
+        for key, connection in self._session_connection.items():
+            assert key in self._connection_sessions.get(connection, ()), (key, connection)

@@ -1,0 +1,614 @@
+"""`TopicLog`: the durable log of one topic-partition (Kafka's UnifiedLog on a single replica).
+
+Layout of a partition directory (`DIR/topics/<topic>-<partition>/`)::
+
+    00000000000000000000.log    segment files named by base offset: RecordBatch v2 batches exactly as
+    00000000000000004711.log    produced, base offsets assigned (segment_files)
+    log-start-offset            the log start offset once DeleteRecords or retention moved it
+
+Append path. `append` checks the batches (record_batch: framing, magic, CRC, Kafka's client-batch
+rules) and the producer sequences (producer_state) and, with nothing awaited in between, assigns
+offsets by rewriting each batch's base offset, picks the segment (a new one when the active one would
+grow past `segment.bytes`), and queues the bytes. A refused append changes nothing. One writer task at
+a time takes everything queued and, in a worker thread, writes it with `pwrite` and fsyncs once (group
+commit: concurrent appends share the fsync); a segment is fsync'd before the next one gets bytes, and a
+new segment's directory entry before anything in it is acknowledged. Only then are the batches
+*published*: indexed, counted in the log end offset (the high watermark of this single replica),
+handed to readers and announced to the listener. acks=-1/1 appends return after publication; acks=0
+appends return once queued. While more than `MAX_QUEUED_BYTES` wait for the disk, further appends wait
+for room (backpressure), so no producer can make the queue grow without bound. A failed write or
+fsync fails its appends and every later one with KAFKA_STORAGE_ERROR (the published log stays readable);
+reopening the store recovers from what is on disk.
+
+Reads are synchronous (the `PartitionLogs` protocol): whole published batches, found by binary search
+in the batch index, read with one `pread` per segment touched, handed out as memoryviews of the stored
+bytes (base offset included).
+
+Runtime: append O(bytes) (CRC) + O(batches); read O(log batches + segments) to find the start, plus
+the batches returned; offset look-up by timestamp O(log segments + log batches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import os
+from typing import Callable, NamedTuple
+
+from sharegroup.errors import Errors, ShareError
+from sharegroup.logs import LogBatch, LogRead
+
+from .log_config import LogConfig
+from .producer_state import ProducerEntry, ProducerStateManager, TransactionIndex
+from .record_batch import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    BatchHeader,
+    build_control_batch,
+    parse_header,
+    set_base_offset,
+    validate_produce_batches,
+)
+from .segment_files import (
+    CorruptLogError,
+    FsyncFn,
+    Segment,
+    SegmentWriter,
+    fsync_dir,
+    list_segment_bases,
+    scan_segment,
+    segment_file_name,
+    write_file_atomically,
+)
+
+__all__ = ["TopicLog", "AppendResult", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
+
+LOG_START_FILE = "log-start-offset"
+MAX_QUEUED_BYTES = 64 * 2**20
+PARTITION_LEADER_EPOCH = 0  # the one leader epoch of this single node's partitions
+
+
+class AppendResult(NamedTuple):
+    """Answer to one append: the offsets the batches got (the original ones for a duplicate), the
+    log-append time (-1: CreateTime topics), the log start offset, and whether it was a duplicate."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class _Pending:
+    """Batches of one append on their way to the disk."""
+
+    __slots__ = ("data", "segment_base", "position", "headers", "control_types", "new_segment", "future")
+
+    def __init__(self, data: bytearray, segment_base: int, position: int, headers: list[BatchHeader],
+                 control_types: list[int | None], new_segment: bool, future: asyncio.Future) -> None:
+        self.data = data
+        self.segment_base = segment_base
+        self.position = position
+        self.headers = headers
+        self.control_types = control_types
+        self.new_segment = new_segment
+        self.future = future
+
+    @property
+    def last_offset(self) -> int:
+        return self.headers[-1].last_offset
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    """Done callback for futures nobody awaits (acks=0): mark a failure as seen."""
+    if not future.cancelled():
+        future.exception()
+
+
+class TopicLog:
+    """The durable log of one topic-partition. Open with `TopicLog.open` (blocking: call it from a
+    worker thread); use `append`, `write_transaction_marker`, `delete_records`, `enforce_retention` and
+    `close` from the event loop, and `read`, `offset_for` and the offset properties from anywhere on it."""
+
+    def __init__(self, directory: str, config: LogConfig, fsync: FsyncFn | None,
+                 on_publish: Callable[[int], None] | None = None) -> None:
+        self.directory = directory
+        self.config = config
+        self._fsync = fsync
+        self.on_publish = on_publish
+        self._segments: list[Segment] = []
+        self._segment_bases: list[int] = []
+        self._start = 0
+        self._end = 0
+        self._producers = ProducerStateManager()
+        self._txns = TransactionIndex()
+        # Assignment state: where the next append goes (ahead of the published state while writes wait).
+        self._next_offset = 0
+        self._assign_base: int | None = None  # None: the next append starts a new segment
+        self._assign_size = 0
+        self._files = SegmentWriter(directory, fsync)  # touched only by the writer's worker thread
+        self._queue: list[_Pending] = []
+        self._inflight: list[_Pending] = []
+        self._queued_bytes = 0
+        self._writer: asyncio.Task | None = None
+        self._failed: BaseException | None = None
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+        self.truncated_bytes = 0
+        self.expired_producers = 0
+        self.appended_batches = 0
+        self.appended_bytes = 0
+        self.group_commits = 0
+        self.fsyncs = 0
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str, config: LogConfig, *, fsync: FsyncFn | None,
+             on_publish: Callable[[int], None] | None = None) -> TopicLog:
+        """Open (creating if needed) the log in `directory`: read the log start, delete segments wholly
+        below it, scan every other segment (index, producer state, transactions), truncate a torn tail.
+        Raises CorruptLogError for a bad batch that is not a torn tail. Blocking."""
+        os.makedirs(directory, exist_ok=True)
+        log = cls(directory, config, fsync, on_publish)
+        try:
+            log._recover()
+        except BaseException:
+            log._close_files()
+            raise
+        log._check()
+        return log
+
+    def _recover(self) -> None:
+        for name in os.listdir(self.directory):
+            if name.endswith(".tmp"):
+                os.unlink(os.path.join(self.directory, name))
+        bases = list_segment_bases(self.directory)
+        start = self._read_start_file()
+        if start is None:
+            start = bases[0] if bases else 0
+        elif bases and bases[0] > start:
+            start = bases[0]
+        while len(bases) > 1 and bases[1] <= start:  # wholly below the start: a deletion cut short
+            os.unlink(os.path.join(self.directory, segment_file_name(bases.pop(0))))
+        expected: int | None = None
+        for i, base in enumerate(bases):
+            if expected is not None and base != expected:
+                raise CorruptLogError(os.path.join(self.directory, segment_file_name(base)), 0,
+                                      f"segment starts at offset {base}, the previous one ends at {expected}")
+            file_size = os.path.getsize(os.path.join(self.directory, segment_file_name(base)))
+            result = scan_segment(self.directory, base, is_last=i == len(bases) - 1, on_batch=self._replay)
+            segment = result.segment
+            self._segments.append(segment)
+            self._segment_bases.append(base)
+            if result.truncated_at is not None:
+                self.truncated_bytes = file_size - result.truncated_at
+                if self._fsync is not None:
+                    self._fsync(segment.fd)
+            expected = segment.next_offset
+        end = expected if expected is not None else start
+        if start > end:
+            raise CorruptLogError(os.path.join(self.directory, LOG_START_FILE), 0,
+                                  f"log start offset {start} is past the end of the log {end}")
+        self._start = start
+        self._end = self._next_offset = end
+        self._producers.truncate_head(start)
+        self._txns.truncate_head(start)
+        if self._segments:
+            last = self._segments[-1]
+            self._assign_base, self._assign_size = last.base_offset, last.size_bytes
+            self._files.segment = last
+
+    def _replay(self, header: BatchHeader, control_type: int | None) -> None:
+        self._producers.replay(header)
+        self._txns.on_batch(header, control_type)
+
+    def _read_start_file(self) -> int | None:
+        path = os.path.join(self.directory, LOG_START_FILE)
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        if not text.endswith(b"\n") or not text[:-1].isdigit() or len(text) > 21:
+            raise CorruptLogError(path, 0, f"not a log start offset: {text[:40]!r}")
+        return int(text)
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        """One past the last published (durable) offset: Kafka's high watermark on a single replica."""
+        return self._end
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the earliest open transaction (never below the log start), else the log end."""
+        first = self._txns.first_unstable_offset()
+        return self._end if first is None else min(self._end, max(first, self._start))
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def producer_entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.entry(producer_id)
+
+    def stats(self) -> dict[str, int]:
+        """Counters and sizes of this log (for metrics): what it appended, group commits and fsyncs
+        made, bytes cut as a torn tail on open, segments, bytes held, producers tracked."""
+        return {"appended_batches": self.appended_batches, "appended_bytes": self.appended_bytes,
+                "group_commits": self.group_commits, "fsyncs": self.fsyncs, "truncated_bytes": self.truncated_bytes,
+                "segments": len(self._segments), "size_bytes": self.size_bytes, "producers": len(self._producers),
+                "expired_producers": self.expired_producers,
+                "queued_bytes": self._queued_bytes}
+
+    # -- appending -----------------------------------------------------------------------------
+
+    async def append(self, records: bytes | bytearray | memoryview, *, acks: int = -1,
+                     max_batches: int | None = 1) -> AppendResult:
+        """Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
+        carries (`max_batches`: how many the caller allows; None for any number).
+
+        Raises ShareError with Kafka's code, changing nothing, for bad batches (record_batch), a request
+        larger than `segment.bytes` (RECORD_LIST_TOO_LARGE), producer epoch/sequence faults
+        (producer_state) or a failed disk (KAFKA_STORAGE_ERROR). A duplicate of one of a producer's last
+        five batches appends nothing and answers with the original offsets (`duplicate=True`)."""
+        await self._wait_for_room()
+        self._check_writable()
+        headers = validate_produce_batches(records, max_message_bytes=self.config.max_message_bytes,
+                                           max_batches=max_batches)
+        size = len(records)
+        if size > self.config.segment_bytes:
+            raise ShareError(Errors.RECORD_LIST_TOO_LARGE,
+                             f"{size} bytes of records is more than segment.bytes {self.config.segment_bytes}")
+        bases = []
+        offset = self._next_offset
+        for h in headers:
+            bases.append(offset)
+            offset += h.last_offset_delta + 1
+        duplicate, updates = self._producers.check(headers, bases)
+        if duplicate is not None:
+            if acks != 0:
+                await self._wait_published(duplicate.last_offset)
+            return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self._start, True)
+        data = bytearray(records)
+        pos = 0
+        for h, base in zip(headers, bases):
+            set_base_offset(data, pos, base, PARTITION_LEADER_EPOCH)
+            pos += h.size_bytes
+        assigned = [h._replace(base_offset=b, partition_leader_epoch=PARTITION_LEADER_EPOCH)
+                    for h, b in zip(headers, bases)]
+        pending = self._enqueue(data, assigned, [None] * len(assigned))
+        self._producers.apply(updates)
+        if acks == 0:
+            pending.future.add_done_callback(_retrieve)
+            return AppendResult(bases[0], assigned[-1].last_offset, -1, self._start)
+        return await asyncio.shield(pending.future)
+
+    async def write_transaction_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
+                                       coordinator_epoch: int = 0, timestamp_ms: int = 0) -> AppendResult:
+        """Write a commit or abort marker (a control batch) ending `producer_id`'s transaction, as the
+        transaction coordinator's WriteTxnMarkers does. An epoch older than the producer's current one
+        is refused with INVALID_PRODUCER_EPOCH."""
+        await self._wait_for_room()
+        self._check_writable()
+        current = self._producers.entry(producer_id)
+        if current is not None and producer_epoch < current.epoch:
+            raise ShareError(Errors.INVALID_PRODUCER_EPOCH,
+                             f"marker epoch {producer_epoch} is older than producer {producer_id}'s {current.epoch}")
+        marker_type = CONTROL_COMMIT if commit else CONTROL_ABORT
+        data = bytearray(build_control_batch(marker_type, producer_id=producer_id, producer_epoch=producer_epoch,
+                                             coordinator_epoch=coordinator_epoch, timestamp_ms=timestamp_ms))
+        base = self._next_offset
+        set_base_offset(data, 0, base, PARTITION_LEADER_EPOCH)
+        header = parse_header(data)
+        pending = self._enqueue(data, [header], [marker_type])
+        self._producers.replay(header)
+        return await asyncio.shield(pending.future)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.directory}: the log is closed")
+        if self._failed is not None:
+            raise ShareError(Errors.KAFKA_STORAGE_ERROR,
+                             f"{self.directory}: an earlier write failed ({self._failed!r}); reopen the store")
+
+    async def _wait_for_room(self) -> None:
+        while self._queued_bytes >= MAX_QUEUED_BYTES and (self._queue or self._inflight):
+            last = (self._queue or self._inflight)[-1]
+            await asyncio.wait([last.future])
+
+    async def _wait_published(self, offset: int) -> None:
+        """Wait until `offset` is published (a duplicate of a batch still on its way to the disk)."""
+        if offset < self._end:
+            return
+        for pending in (*self._inflight, *self._queue):
+            if pending.last_offset >= offset:
+                await asyncio.shield(pending.future)
+                return
+
+    def _enqueue(self, data: bytearray, headers: list[BatchHeader], control_types: list[int | None]) -> _Pending:
+        """Place assigned batches in a segment and queue them for the writer. No await: offsets,
+        segment positions and queue order are decided together."""
+        size = len(data)
+        new_segment = self._assign_base is None or (
+            self._assign_size > 0 and self._assign_size + size > self.config.segment_bytes)
+        if new_segment:
+            self._assign_base = self._next_offset
+            self._assign_size = 0
+        loop = asyncio.get_running_loop()
+        pending = _Pending(data, self._assign_base, self._assign_size, headers, control_types, new_segment,
+                           loop.create_future())
+        self._assign_size += size
+        self._next_offset = headers[-1].last_offset + 1
+        self._queue.append(pending)
+        self._queued_bytes += size
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_loop())
+        return pending
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._queue and self._failed is None:
+                group, self._queue = self._queue, []
+                self._inflight = group
+                writes = [(p.new_segment, p.segment_base, p.position, p.data) for p in group]
+                try:
+                    new_segments, fsyncs = await loop.run_in_executor(None, self._files.write_group, writes)
+                except BaseException as exc:  # noqa: BLE001 - every failure fails the appends, never the loop
+                    await self._fail(exc)
+                    return
+                self.fsyncs += fsyncs
+                self.group_commits += 1
+                self._publish(group, new_segments)
+        finally:
+            self._inflight = []
+            self._writer = None
+
+    def _publish(self, group: list[_Pending], new_segments: list[Segment]) -> None:
+        """Event loop: make a durable group visible, answer its appends, tell the listener."""
+        for segment in new_segments:
+            self._segments.append(segment)
+            self._segment_bases.append(segment.base_offset)
+        for pending in group:
+            i = bisect.bisect_right(self._segment_bases, pending.segment_base) - 1
+            segment = self._segments[i]
+            pos = pending.position
+            for header, ctype in zip(pending.headers, pending.control_types):
+                segment.index.add(header, pos)
+                self._txns.on_batch(header, ctype)
+                pos += header.size_bytes
+            segment.size_bytes = pos
+            self._end = pending.last_offset + 1
+            self._queued_bytes -= len(pending.data)
+            self.appended_batches += len(pending.headers)
+            self.appended_bytes += len(pending.data)
+            if not pending.future.done():
+                pending.future.set_result(AppendResult(pending.headers[0].base_offset, pending.last_offset, -1,
+                                                       self._start))
+            pending.data = bytearray()  # the bytes are on disk now
+        if self.on_publish is not None:
+            self.on_publish(self._end)
+
+    async def _fail(self, exc: BaseException) -> None:
+        """A group could not be written: fail it and everything queued, cut the written bytes back."""
+        self._failed = exc
+        error = ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.directory}: write failed: {exc!r}")
+        failed, self._queue = [*self._inflight, *self._queue], []
+        for pending in failed:
+            if not pending.future.done():
+                pending.future.set_exception(error)
+        self._queued_bytes = 0
+        if isinstance(exc, asyncio.CancelledError):
+            # The loop is shutting down: the worker thread may still be writing, so cutting bytes back
+            # now could race it. Reopening treats whatever it left like a crash would.
+            raise exc
+        published = self._segments[-1] if self._segments else None
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._files.undo, published)
+        except OSError:
+            pass  # the log already refuses appends; reopening recovers from what is on disk
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, *, read_committed: bool = False) -> LogRead:
+        """Whole published batches from the one holding `fetch_offset`, up to about `max_bytes` (at least
+        one batch when there is any), stopping at the last stable offset for read_committed."""
+        if fetch_offset < self._start or fetch_offset > self._end:
+            raise ShareError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"fetch offset {fetch_offset} outside the log [{self._start}, {self._end}]")
+        lso = self.last_stable_offset
+        limit = lso if read_committed else self._end
+        out: list[LogBatch] = []
+        if fetch_offset < limit and self._segments:
+            taken = 0
+            si = max(0, bisect.bisect_right(self._segment_bases, fetch_offset) - 1)
+            first_segment = True
+            while si < len(self._segments):
+                idx = self._segments[si].index
+                i = idx.find(fetch_offset) if first_segment else 0
+                first_segment = False
+                j = i
+                n = len(idx)
+                stop = False
+                chosen = -1  # the first batch taken from this segment
+                while j < n:
+                    if idx.bases[j] >= limit:
+                        stop = True
+                        break
+                    if idx.lasts[j] >= fetch_offset:
+                        if (out or chosen >= 0) and taken >= max_bytes:
+                            stop = True
+                            break
+                        if chosen < 0:
+                            chosen = j
+                        taken += idx.sizes[j]
+                    j += 1
+                if chosen >= 0:
+                    i = chosen
+                    data = self._segments[si].read_range(i, j)
+                    base_pos = idx.positions[i]
+                    for k in range(i, j):
+                        p = idx.positions[k] - base_pos
+                        out.append(idx.log_batch(k, data[p : p + idx.sizes[k]]))
+                if stop:
+                    break
+                si += 1
+        aborted = ()
+        if read_committed and out:
+            aborted = self._txns.aborted_between(fetch_offset, out[-1].last_offset)
+        return LogRead(tuple(out), aborted, self._start, self._end, lso)
+
+    def offset_for(self, spec: object) -> int:
+        """'earliest' → log start, 'latest' → log end, a timestamp in ms → the base offset of the first
+        batch whose max timestamp is at or after it (never below the log start), or the log end."""
+        if spec == "earliest":
+            return self._start
+        if spec == "latest":
+            return self._end
+        if isinstance(spec, bool) or not isinstance(spec, int):
+            raise ValueError(f"an offset look-up takes 'earliest', 'latest' or a timestamp in ms, got {spec!r}")
+        for k, segment in enumerate(self._segments):
+            idx = segment.index
+            if not len(idx) or idx.running_max_ts[-1] < spec:
+                continue
+            lo = idx.find(self._start) if k == 0 else 0
+            if lo and idx.running_max_ts[lo - 1] >= spec:
+                # Batches below the log start reach the timestamp: their running maximum says nothing
+                # about the batches from the start on, so look at those one by one (rare).
+                hits = (i for i in range(lo, len(idx)) if idx.max_ts[i] >= spec)
+                i = next(hits, -1)
+                if i < 0:
+                    continue
+            else:
+                i = bisect.bisect_left(idx.running_max_ts, spec, lo)
+            return max(idx.bases[i], self._start)
+        return self._end
+
+    # -- moving the log start ------------------------------------------------------------------
+
+    async def delete_records(self, before_offset: int) -> int:
+        """Kafka's DeleteRecords: move the log start up to `before_offset` (-1: the high watermark) and
+        delete the segments wholly below it. Returns the new log start offset."""
+        if before_offset == -1:
+            before_offset = self._end
+        if isinstance(before_offset, bool) or not isinstance(before_offset, int) or not 0 <= before_offset <= self._end:
+            raise ShareError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"offset {before_offset} outside the log [{self._start}, {self._end}]")
+        async with self._start_lock:
+            if before_offset > self._start:
+                keep = len(self._segments) - 1
+                drop = 0
+                while drop < keep and self._segment_bases[drop + 1] <= before_offset:
+                    drop += 1
+                await self._move_start(before_offset, drop)
+        return self._start
+
+    async def enforce_retention(self, now_ms: int) -> int | None:
+        """Delete the oldest whole segments past `retention.ms` (by their largest timestamp) or beyond
+        `retention.bytes`, as Kafka's retention does, and move the log start to the first kept offset.
+        The active segment goes too when it is expired and nothing is on its way to it; the next
+        append then starts a new segment. Producers idle for `producer.id.expiration.ms` are forgotten
+        on the way. Returns the new log start, or None when nothing moved."""
+        cfg = self.config
+        self.expired_producers += self._producers.remove_expired(now_ms, cfg.producer_id_expiration_ms,
+                                                                 self._txns.open_transactions())
+        async with self._start_lock:
+            segs = self._segments
+            count = len(segs)
+            # The last segment may go only when it holds data and nothing is queued or being written.
+            if count and (not len(segs[-1].index) or self._next_offset != self._end):
+                count -= 1
+            drop = 0
+            if cfg.retention_ms >= 0:
+                while drop < count and now_ms - segs[drop].max_timestamp > cfg.retention_ms:
+                    drop += 1
+            if cfg.retention_bytes >= 0:
+                excess = self.size_bytes - cfg.retention_bytes
+                by_size = 0
+                while by_size < count and excess - segs[by_size].size_bytes >= 0:
+                    excess -= segs[by_size].size_bytes
+                    by_size += 1
+                drop = max(drop, by_size)
+            if not drop:
+                return None
+            if drop < len(segs):
+                new_start = self._segment_bases[drop]
+            else:  # the active segment goes too: later appends (even during the awaits below) start afresh
+                new_start = self._end
+                self._assign_base = None
+                self._assign_size = 0
+            new_start = max(new_start, self._start)
+            await self._move_start(new_start, drop)
+            return self._start
+
+    async def _move_start(self, new_start: int, drop: int) -> None:
+        """Persist the new log start, then drop the first `drop` segments (crash in between: reopening
+        deletes the segments wholly below the persisted start)."""
+        loop = asyncio.get_running_loop()
+        path = os.path.join(self.directory, LOG_START_FILE)
+        await loop.run_in_executor(None, write_file_atomically, path, b"%d\n" % new_start, self._fsync)
+        self._start = max(self._start, new_start)
+        self._producers.truncate_head(self._start)
+        self._txns.truncate_head(self._start)
+        gone = self._segments[:drop]
+        if not gone:
+            return
+        del self._segments[:drop], self._segment_bases[:drop]
+
+        def remove() -> None:
+            for segment in gone:
+                segment.close()
+                os.unlink(segment.path)
+            if self._fsync is not None:
+                fsync_dir(self.directory, self._fsync)
+
+        await loop.run_in_executor(None, remove)
+        self._check()
+
+    # -- closing -------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Wait for queued appends to be written, then close the files."""
+        self._closed = True
+        while self._writer is not None:
+            await asyncio.wait([self._writer])
+        self._close_files()
+
+    def _close_files(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        self._files.close()
+
+    def _check(self, deep: bool = False) -> None:
+        """Invariants of the published state: O(segments), or O(batches) with `deep` (tests)."""
+        assert 0 <= self._start <= self.last_stable_offset <= self._end <= self._next_offset, (
+            self._start, self.last_stable_offset, self._end, self._next_offset)
+        assert self._segment_bases == [s.base_offset for s in self._segments]
+        for prev, seg in zip(self._segments, self._segments[1:]):
+            assert prev.next_offset == seg.base_offset, (prev.path, prev.next_offset, seg.base_offset)
+        if self._segments:
+            assert self._segments[0].base_offset <= self._start, (self._segments[0].base_offset, self._start)
+            assert self._segments[-1].next_offset == self._end or self._next_offset > self._end
+        if not deep:
+            return
+        for seg in self._segments:
+            idx = seg.index
+            expected_base, expected_pos, running = seg.base_offset, 0, -1
+            for i in range(len(idx)):
+                assert (idx.bases[i], idx.positions[i]) == (expected_base, expected_pos), (seg.path, i)
+                assert idx.lasts[i] >= idx.bases[i] and idx.sizes[i] >= 61
+                running = max(running, idx.max_ts[i])
+                assert idx.running_max_ts[i] == running
+                expected_base, expected_pos = idx.lasts[i] + 1, expected_pos + idx.sizes[i]
+            assert seg.size_bytes == expected_pos and seg.fd >= 0, seg.path

@@ -1,0 +1,44 @@
+"""Prometheus metrics of the wire: requests and latency per API, bytes in and out, connections.
+
+Created once per `CollectorRegistry` (as the leader's and the persister's metrics are), so several
+brokers in one process (tests) share the families; `sharegroup serve --metrics-port` exposes them with
+the engine's metrics.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from ..metrics import REGISTRY, PerRegistry  # the engine's registry and its once-per-registry memoiser
+
+__all__ = ["WireMetrics", "wire_metrics_for"]
+
+_LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class WireMetrics:
+    """The broker's request, byte and connection metric families in one registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter("sharegroup_server_requests", "Requests handled, by API.", ("api",), registry=registry)
+        self.request_latency_seconds = Histogram(
+            "sharegroup_server_request_latency_seconds",
+            "Time from a request's decoding to its response being written, by API.",
+            ("api",), buckets=_LATENCY_BUCKETS_S, registry=registry,
+        )
+        self.bytes_in = Counter("sharegroup_server_bytes_in", "Request bytes read (size prefixes included).", registry=registry)
+        self.bytes_out = Counter("sharegroup_server_bytes_out", "Response bytes written.", registry=registry)
+        self.connections = Gauge("sharegroup_server_connections", "Open client connections.", registry=registry)
+        self.closed_connections = Counter(
+            "sharegroup_server_closed_connections",
+            "Connections the broker closed because of bad input (oversized or undecodable frames, unserved APIs).",
+            registry=registry,
+        )
+
+
+_wire_metrics_for = PerRegistry(WireMetrics, REGISTRY)
+
+
+def wire_metrics_for(registry: CollectorRegistry | None = None) -> WireMetrics:
+    """The wire metrics in `registry` (default: the engine's REGISTRY), created on first use."""
+    return _wire_metrics_for(registry)

@@ -1,0 +1,352 @@
+"""Helpers for the `sharegroup serve` tests: an in-process broker on a background loop, the real CLI as a
+subprocess, and a raw kio client for what real clients never send."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import pathlib
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.serial import entity_reader, entity_writer
+
+from sharegroup.errors import Errors, ShareError
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+READY_TIMEOUT_S = 20.0
+IO_TIMEOUT_S = 10.0
+
+
+def batch_bytes(count: int = 1, key: bytes | None = b"k", value: bytes = b"v", producer_id: int = -1,
+                producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    """A valid uncompressed RecordBatch v2 of `count` records at base offset 0 (kio's record codec)."""
+    import datetime as _dt
+
+    from kio.records.schema import NewRecordBatch, Record, RecordHeader
+    from kio.records.writers import write_new_batch
+
+    now = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
+    records = tuple(
+        Record(attributes=0, timestamp=now, offset=i, key=key, value=value + b"%d" % i,
+               headers=(RecordHeader(key=b"h", value=b"%d" % i),))
+        for i in range(count)
+    )
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(producer_id=producer_id, producer_epoch=producer_epoch,
+                                        base_sequence=base_sequence, records=records, attributes=0))
+    return buf.getvalue()
+
+
+# -- a stand-in topic store with the documented interface (used where the real one is not the point) ---
+
+
+@dataclass
+class FakeTopic:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+
+
+@dataclass(frozen=True)
+class FakeAppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+class FakeTopicStore:
+    """In-memory topics with the topic store's interface; `append` assigns offsets from lastOffsetDelta."""
+
+    def __init__(self, num_partitions: int = 1, auto_create: bool = True, max_message_bytes: int = 1_048_588) -> None:
+        self.max_message_bytes = max_message_bytes
+        self._by_name: dict[str, FakeTopic] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self.logs: dict[tuple[uuid.UUID, int], list[bytes]] = {}
+        self.end: dict[tuple[uuid.UUID, int], int] = {}
+        self.num_partitions = num_partitions
+        self.auto_create = auto_create
+        self.next_producer_id = 1000
+
+    def topics(self):
+        return list(self._by_name.values())
+
+    def topic_by_name(self, name):
+        return self._by_name.get(name)
+
+    def topic_by_id(self, topic_id):
+        return next((t for t in self._by_name.values() if t.topic_id == topic_id), None)
+
+    def topic_configs(self, name):
+        return self._configs.get(name)
+
+    async def create_topic(self, name, num_partitions=None, configs=None, *, replication_factor=-1, validate_only=False):
+        if not isinstance(name, str) or not name or len(name) > 249 or name in (".", "..") or any(
+                not (c.isascii() and (c.isalnum() or c in "._-")) for c in name):
+            raise ShareError(Errors.INVALID_TOPIC_EXCEPTION, name)
+        if num_partitions in (None, -1):
+            num_partitions = self.num_partitions
+        if num_partitions < 1:
+            raise ShareError(Errors.INVALID_PARTITIONS, str(num_partitions))
+        if replication_factor not in (-1, 1):
+            raise ShareError(Errors.INVALID_REPLICATION_FACTOR, str(replication_factor))
+        if any(k not in ("retention.ms", "segment.bytes", "max.message.bytes") for k in (configs or {})):
+            raise ShareError(Errors.INVALID_CONFIG, "unknown topic config")
+        if name in self._by_name:
+            raise ShareError(Errors.TOPIC_ALREADY_EXISTS, name)
+        topic = FakeTopic(name, uuid.uuid4(), num_partitions)
+        if not validate_only:
+            self._by_name[name] = topic
+            self._configs[name] = dict(configs or {})
+        return topic
+
+    async def auto_create_topic(self, name):
+        if name in self._by_name:
+            return self._by_name[name]
+        return await self.create_topic(name) if self.auto_create else None
+
+    async def append(self, topic_id, partition, records, *, acks):
+        if records is None:
+            raise ShareError(Errors.INVALID_RECORD, "null records")
+        if len(records) < 61 or records[16] != 2:
+            raise ShareError(Errors.CORRUPT_MESSAGE, "not a RecordBatch v2")
+        if len(records) > self.max_message_bytes:
+            raise ShareError(Errors.MESSAGE_TOO_LARGE, "batch above max.message.bytes")
+        key = (topic_id, partition)
+        base = self.end.get(key, 0)
+        last_delta = struct.unpack_from(">i", records, 23)[0]
+        self.logs.setdefault(key, []).append(struct.pack(">q", base) + bytes(records[8:]))
+        self.end[key] = base + last_delta + 1
+        await asyncio.sleep(0)
+        return FakeAppendResult(base, base + last_delta, -1, 0)
+
+    def log_end_offset(self, topic_id, partition):
+        return self.end.get((topic_id, partition), 0)
+
+    def read(self, topic_id, partition, fetch_offset, max_bytes, *, read_committed=False):
+        from sharegroup.logs import LogBatch, LogRead
+
+        batches = []
+        for data in self.logs.get((topic_id, partition), []):
+            base = struct.unpack_from(">q", data, 0)[0]
+            last = base + struct.unpack_from(">i", data, 23)[0]
+            if last >= fetch_offset:
+                batches.append(LogBatch(base, last, size_bytes=len(data), records=data))
+        end = self.log_end_offset(topic_id, partition)
+        return LogRead(tuple(batches), (), 0, end, end)
+
+    def init_producer_id(self, transactional_id=None, producer_id=-1, producer_epoch=-1):
+        self.next_producer_id += 1
+        return self.next_producer_id, 0
+
+    async def close(self):
+        pass
+
+
+def stored_batches(store: Any, topic_id: uuid.UUID, partition: int) -> list[bytes]:
+    """Every record batch a partition holds, as stored, read through the store's PartitionLogs side."""
+    out: list[bytes] = []
+    offset, end = 0, store.log_end_offset(topic_id, partition)
+    while offset < end:
+        result = store.read(topic_id, partition, offset, 1 << 20)
+        out.extend(bytes(b.records) for b in result.batches)
+        offset = result.batches[-1].last_offset + 1
+    return out
+
+
+# -- an in-process broker on its own event loop thread ----------------------------------------------
+
+
+async def _open_store(data_dir: pathlib.Path, config: Any) -> Any:
+    """The durable topic store of `sharegroup serve` in `data_dir` (the stand-in until it exists)."""
+    try:
+        from sharegroup.server.serve import open_store
+        import sharegroup.server.topic_store  # noqa: F401
+    except ImportError:
+        return FakeTopicStore(config["num.partitions"], config["auto.create.topics.enable"], config["message.max.bytes"])
+    return await open_store(data_dir, config)
+
+
+class BrokerThread:
+    """Runs a `Broker` on a private event loop in a daemon thread (for blocking clients in the test)."""
+
+    def __init__(self, data_dir: pathlib.Path, store: Any = None, overrides: dict[str, Any] | None = None,
+                 host: str = "127.0.0.1", share: bool = False, group_configs: dict[str, Any] | None = None) -> None:
+        from sharegroup.server.broker import Broker
+        from sharegroup.server.broker_config import ServeConfig
+
+        self.config = ServeConfig.build(overrides or {}, (), (group_configs or {}).items())
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        if store is None:
+            store = self.call(_open_store(data_dir, self.config))
+        self.store = store
+        services = {}
+        if share:  # the share-group services of `sharegroup serve` (persister, coordinator, manager)
+            from sharegroup.server.serve import open_share_services
+
+            services["share"] = self.call(open_share_services(data_dir, self.config, store))
+        self.share = services.get("share")
+        self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir,
+                             services=services)
+        if self.share is not None:
+            self.call(self.share.start())
+        self.call(self.broker.start())
+
+    def call(self, coro, timeout: float = IO_TIMEOUT_S):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.broker.port}"
+
+    def stop(self) -> None:
+        try:
+            self.call(self.broker.close())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(IO_TIMEOUT_S)
+            self.loop.close()
+
+
+# -- the real CLI as a subprocess ---------------------------------------------------------------------
+
+
+class ServeProcess:
+    """`python -m sharegroup serve --port 0 --data DIR ...`; waits (bounded) for the readiness line."""
+
+    def __init__(self, data_dir: pathlib.Path, *extra: str) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.args = [sys.executable, "-m", "sharegroup", "serve", "--port", "0", "--data", str(data_dir), *extra]
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        self.started_at = time.monotonic()
+        self.line = self._read_ready_line()
+        self.ready_after_s = time.monotonic() - self.started_at
+        host_port = self.line.split(" listening on ", 1)[1].split(" ", 1)[0]
+        self.host, port = host_port.rsplit(":", 1)
+        self.port = int(port)
+
+    def _read_ready_line(self) -> str:
+        result: list[str] = []
+        reader = threading.Thread(target=lambda: result.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(READY_TIMEOUT_S)
+        if not result or not result[0]:
+            self.kill()
+            raise AssertionError(f"no readiness line; stderr: {self.proc.stderr.read()[-2000:]}")
+        return result[0].rstrip("\n")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def terminate(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            out, err = self.proc.communicate(timeout=IO_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate(timeout=IO_TIMEOUT_S)
+        return self.proc.returncode, out, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=IO_TIMEOUT_S)
+
+
+def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.run([sys.executable, "-m", "sharegroup", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+# -- a raw kio client ----------------------------------------------------------------------------------
+
+
+class RawClient:
+    """A blocking socket speaking kio-encoded requests; for frames real clients never send."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.sock = socket.create_connection((host, port), timeout=IO_TIMEOUT_S)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def frame(self, api_key: int, version: int, body: Any, correlation_id: int | None = None,
+              header_version: int | None = None) -> bytes:
+        self.correlation_id += 1
+        cid = self.correlation_id if correlation_id is None else correlation_id
+        cls = load_request_schema(api_key, version) if body is not None else None
+        flexible = (cls.__header_schema__ is RequestHeaderV2) if cls is not None else (header_version == 2)
+        if header_version is not None:
+            flexible = header_version == 2
+        header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
+        buf = io.BytesIO()
+        entity_writer(header_cls)(buf, header_cls(request_api_key=api_key, request_api_version=version,
+                                                  correlation_id=cid, client_id="raw-test"))
+        if body is not None:
+            entity_writer(type(body))(buf, body)
+        payload = buf.getvalue()
+        return struct.pack(">i", len(payload)) + payload
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send_raw(self.frame(api_key, version, body))
+        return self.read_response(api_key, version)
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._read_exactly(4))[0]
+        return self._read_exactly(size)
+
+    def read_response(self, api_key: int, version: int) -> Any:
+        frame = self.read_frame()
+        cls = load_response_schema(api_key, version)
+        header, offset = entity_reader(cls.__header_schema__)(frame, 0)
+        assert header.correlation_id == self.correlation_id, (header.correlation_id, self.correlation_id)
+        body, _ = entity_reader(cls)(frame, offset)
+        return body
+
+    def read_v0_response(self, api_key: int) -> tuple[int, Any]:
+        frame = self.read_frame()
+        header, offset = entity_reader(ResponseHeaderV0)(frame, 0)
+        body, _ = entity_reader(load_response_schema(api_key, 0))(frame, offset)
+        return header.correlation_id, body
+
+    def is_closed_by_peer(self) -> bool:
+        """True when the broker closed this connection (EOF), within the I/O timeout."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)

@@ -1,0 +1,158 @@
+"""RecordBatch v2 headers: the encoder against an independent decoder, the produce checks with Kafka's
+codes, the base-offset rewrite that keeps the CRC valid, control-marker parsing."""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import pytest
+
+from sharegroup.errors import Errors, ShareError
+from sharegroup.server.record_batch import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    HEADER_BYTES,
+    SimpleRecord,
+    build_control_batch,
+    build_record_batch,
+    control_type,
+    last_sequence,
+    parse_header,
+    set_base_offset,
+    validate_produce_batches,
+)
+
+MAX = 1_048_588
+
+
+def batch(n=3, **kw) -> bytes:
+    return build_record_batch([SimpleRecord(b"k%d" % i, b"value-%d" % i, [("h", b"x")]) for i in range(n)], **kw)
+
+
+def refused(data, code, max_message_bytes=MAX):
+    with pytest.raises(ShareError) as err:
+        validate_produce_batches(data, max_message_bytes=max_message_bytes)
+    assert err.value.error == code, err.value
+    return err.value
+
+
+def test_crc32c_check_value():
+    assert crc32c.crc32c(b"123456789") == 0xE3069283
+
+
+def test_header_fields_of_a_built_batch():
+    data = batch(4, base_timestamp_ms=1_000, producer_id=7, producer_epoch=2, base_sequence=10)
+    h = parse_header(data)
+    assert (h.base_offset, h.magic, h.last_offset_delta, h.record_count) == (0, 2, 3, 4)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence) == (7, 2, 10, 13)
+    assert h.size_bytes == len(data) and h.batch_length == len(data) - 12
+    assert h.crc == crc32c.crc32c(data[21:])
+    assert not h.is_transactional and not h.is_control and h.compression == 0
+
+
+def test_kio_decodes_our_batches_byte_exactly_and_after_the_offset_rewrite():
+    readers = pytest.importorskip("kio.records.readers")
+    data = bytearray(build_record_batch([SimpleRecord(b"key", b"\x00\xffbin", [("trace", b"1"), ("n", None)]),
+                                         SimpleRecord(None, b"v2", timestamp_ms=1_700_000_000_123)],
+                                        base_timestamp_ms=1_700_000_000_000))
+    set_base_offset(data, 0, 1_000, 0)
+    decoded, size = readers.read_batch(memoryview(bytes(data)), 0)  # checks the CRC itself
+    assert size == len(data)
+    assert [r.offset for r in decoded.records] == [1_000, 1_001]
+    assert [(r.key, r.value) for r in decoded.records] == [(b"key", b"\x00\xffbin"), (None, b"v2")]
+    assert [(h.key, h.value) for h in decoded.records[0].headers] == [(b"trace", b"1"), (b"n", None)]
+    assert decoded.max_timestamp == 1_700_000_000_123
+
+
+def test_rewriting_the_base_offset_keeps_the_crc_valid():
+    data = bytearray(batch())
+    set_base_offset(data, 0, 123_456_789_012, 5)
+    h = parse_header(data)
+    assert (h.base_offset, h.partition_leader_epoch) == (123_456_789_012, 5)
+    assert validate_produce_batches(data, max_message_bytes=MAX) == [h]
+
+
+def test_several_batches_back_to_back():
+    a, b = batch(2), batch(5, producer_id=1, producer_epoch=0, base_sequence=0)
+    headers = validate_produce_batches(a + b, max_message_bytes=MAX)
+    assert [h.record_count for h in headers] == [2, 5]
+    assert validate_produce_batches(a + b, max_message_bytes=MAX, max_batches=2) == headers
+    with pytest.raises(ShareError) as err:  # Kafka's Produce v3+: exactly one batch per partition
+        validate_produce_batches(a + b, max_message_bytes=MAX, max_batches=1)
+    assert err.value.error == Errors.INVALID_RECORD
+
+
+def test_bad_crc_is_corrupt_message():
+    data = bytearray(batch())
+    data[-1] ^= 0x01
+    assert "CRC" in refused(bytes(data), Errors.CORRUPT_MESSAGE).message
+
+
+def test_crc_covers_attributes_onwards_only():
+    data = bytearray(batch())
+    data[21] ^= 0x10  # attributes: transactional bit, covered by the CRC
+    refused(bytes(data), Errors.CORRUPT_MESSAGE)
+
+
+@pytest.mark.parametrize("magic", [0, 1, 3])
+def test_magic_other_than_2_is_invalid_record(magic):
+    data = bytearray(batch())
+    data[16] = magic
+    refused(bytes(data), Errors.INVALID_RECORD)
+
+
+@pytest.mark.parametrize("delta", [1, -1, 1000])
+def test_lying_batch_length_is_corrupt_message(delta):
+    data = bytearray(batch())
+    struct.pack_into(">i", data, 8, len(data) - 12 + delta)
+    refused(bytes(data) + (b"\x00" * 0 if delta > 0 else b""), Errors.CORRUPT_MESSAGE)
+
+
+def test_length_below_the_header_and_truncated_input_are_corrupt_message():
+    data = bytearray(batch())
+    struct.pack_into(">i", data, 8, 10)
+    refused(bytes(data), Errors.CORRUPT_MESSAGE)
+    refused(batch()[:-1], Errors.CORRUPT_MESSAGE)
+    refused(batch()[:HEADER_BYTES - 1], Errors.CORRUPT_MESSAGE)
+    refused(batch() + b"\x00" * 5, Errors.CORRUPT_MESSAGE)  # trailing bytes that are no batch
+
+
+def test_no_batch_at_all_is_invalid_record():
+    refused(b"", Errors.INVALID_RECORD)
+    refused(None, Errors.INVALID_RECORD)  # null records in a Produce request
+
+
+def test_batch_larger_than_max_message_bytes():
+    data = batch(50)
+    refused(data, Errors.MESSAGE_TOO_LARGE, max_message_bytes=len(data) - 1)
+    assert len(validate_produce_batches(data, max_message_bytes=len(data))) == 1
+
+
+def _recrc(data: bytearray) -> bytes:
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_client_batch_rules_are_invalid_record():
+    data = bytearray(batch(3))
+    struct.pack_into(">i", data, 57, 4)  # record count 4 with offset deltas 0..2
+    refused(_recrc(data), Errors.INVALID_RECORD)
+    refused(build_control_batch(CONTROL_COMMIT, producer_id=1, producer_epoch=0), Errors.INVALID_RECORD)
+    refused(batch(producer_id=3, producer_epoch=0, base_sequence=-1), Errors.INVALID_RECORD)
+    refused(batch(is_transactional=True), Errors.INVALID_RECORD)
+
+
+def test_control_markers_parse():
+    abort = build_control_batch(CONTROL_ABORT, producer_id=4, producer_epoch=1, coordinator_epoch=9)
+    commit = build_control_batch(CONTROL_COMMIT, producer_id=4, producer_epoch=1)
+    assert control_type(abort, 0) == CONTROL_ABORT and control_type(commit, 0) == CONTROL_COMMIT
+    h = parse_header(abort)
+    assert h.is_control and h.is_transactional and h.record_count == 1
+    assert control_type(abort[:HEADER_BYTES + 2], 0) is None
+
+
+def test_sequences_wrap_at_int32_max():
+    assert last_sequence(10, 4) == 14
+    assert last_sequence(2**31 - 2, 3) == 1
+    assert last_sequence(-1, 3) == -1

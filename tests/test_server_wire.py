@@ -1,0 +1,421 @@
+"""The wire layer driven by raw kio requests: every served API and version, exact fields and error codes.
+
+The broker runs in-process over a stand-in topic store (the store's own behaviour is tested elsewhere).
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+import uuid
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from sharegroup.server.codec import ZERO_UUID
+from tests.server_harness import BrokerThread, RawClient, batch_bytes, stored_batches
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = BrokerThread(tmp_path)
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def client(broker):
+    c = RawClient(broker.broker.port)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def req(api_key: int, version: int, **fields):
+    from sharegroup.server.codec import build
+
+    return build(load_request_schema(api_key, version), fields)
+
+
+def md(version: int, topics, allow_auto: bool = False, ops: bool = False):
+    """A Metadata request of any version; topics are names or topic ids (lookup by id)."""
+    if topics is not None:
+        topics = [{"name": None, "topic_id": t} if isinstance(t, uuid.UUID) else {"name": t, "topic_id": ZERO_UUID}
+                  for t in topics]
+    return req(3, version, topics=topics, allow_auto_topic_creation=allow_auto,
+               include_topic_authorized_operations=ops, include_cluster_authorized_operations=False)
+
+
+def record_batch(count: int = 1) -> bytes:
+    return batch_bytes(count)
+
+
+# -- ApiVersions ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_lists_exactly_the_served_apis(client, version):
+    body = (req(18, version, client_software_name="raw-test", client_software_version="1.0")
+            if version >= 3 else req(18, version))
+    resp = client.request(18, version, body)
+    assert resp.error_code == ErrorCode.none
+    got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert got == {0: (3, 12), 1: (4, 17), 3: (0, 13), 10: (0, 6), 18: (0, 4), 19: (2, 7), 22: (0, 5),
+                   76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2)}
+
+
+def test_response_headers_api_versions_v0_even_when_flexible_others_v1(client):
+    client.send_raw(client.frame(18, 3, req(18, 3, client_software_name="raw-test", client_software_version="1.0")))
+    frame = client.read_frame()
+    # correlation id, then the body at once: error code 0, then the compact array of the 11 served APIs (11 + 1)
+    assert frame[:4] == client.correlation_id.to_bytes(4, "big")
+    assert frame[4:7] == b"\x00\x00\x0c"
+    client.send_raw(client.frame(3, 13, md(13, [])))
+    frame = client.read_frame()
+    # correlation id, an empty tag buffer (header v1), then throttle time 0
+    assert frame[:9] == client.correlation_id.to_bytes(4, "big") + b"\x00" + b"\x00\x00\x00\x00"
+
+
+def test_api_versions_of_an_unknown_version_answers_v0_with_unsupported_version(client):
+    client.send_raw(client.frame(18, 9, None, header_version=2))
+    correlation_id, body = client.read_v0_response(18)
+    assert correlation_id == client.correlation_id
+    assert body.error_code == ErrorCode.unsupported_version
+    assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
+    # the connection stays open and usable at a version the client now knows
+    assert client.request(18, 0, req(18, 0)).error_code == ErrorCode.none
+
+
+def test_api_versions_v3_with_an_illegal_software_name_is_invalid_request(client):
+    resp = client.request(18, 3, req(18, 3, client_software_name="-bad name-", client_software_version="1"))
+    assert resp.error_code == ErrorCode.invalid_request
+    assert resp.api_keys == ()
+
+
+# -- Metadata ---------------------------------------------------------------------------------------
+
+
+def _create(client, name, partitions=1, version=7, **extra):
+    body = req(19, version, topics=[{"name": name, "num_partitions": partitions, "replication_factor": -1,
+                                      "assignments": [], "configs": []}], timeout=5000, **extra)
+    return client.request(19, version, body).topics[0]
+
+
+@pytest.mark.parametrize("version", range(0, 14))
+def test_metadata_of_every_version_names_this_node_broker_and_controller(broker, client, version):
+    _create(client, "orders", 2)
+    resp = client.request(3, version, md(version, ["orders"]))
+    assert [(b.node_id, b.host, b.port) for b in resp.brokers] == [(1, "127.0.0.1", broker.broker.port)]
+    if version >= 1:
+        assert resp.controller_id == 1
+    if version >= 2:
+        assert resp.cluster_id == broker.broker.cluster_id
+    [topic] = resp.topics
+    assert (topic.error_code, topic.name) == (ErrorCode.none, "orders")
+    assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in topic.partitions] == [
+        (0, 1, (1,), (1,)), (1, 1, (1,), (1,))]
+    if version >= 10:
+        assert topic.topic_id == broker.store.topic_by_name("orders").topic_id
+
+
+def test_metadata_all_topics_none_and_brokers_only(client):
+    _create(client, "a")
+    _create(client, "b", 3)
+    assert [t.name for t in client.request(3, 13, md(13, None)).topics] == ["a", "b"]
+    assert client.request(3, 13, md(13, [])).topics == ()
+    assert [t.name for t in client.request(3, 0, md(0, [])).topics] == ["a", "b"]
+
+
+def test_metadata_by_topic_id_and_unknown_id(broker, client):
+    _create(client, "by-id", 2)
+    topic_id = broker.store.topic_by_name("by-id").topic_id
+    missing = uuid.uuid4()
+    resp = client.request(3, 12, md(12, [topic_id, missing]))
+    found, unknown = resp.topics
+    assert (found.error_code, found.name, found.topic_id, len(found.partitions)) == (ErrorCode.none, "by-id", topic_id, 2)
+    assert (unknown.error_code, unknown.name, unknown.topic_id, unknown.partitions) == (
+        ErrorCode.unknown_topic_id, None, missing, ())
+
+
+def test_metadata_null_name_below_v12_is_invalid_request(client):
+    resp = client.request(3, 11, md(11, [uuid.uuid4()]))
+    assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_request]
+
+
+def test_metadata_auto_creates_when_allowed_and_enabled(broker, client):
+    resp = client.request(3, 13, md(13, ["auto"], allow_auto=True, ops=True))
+    [topic] = resp.topics
+    assert topic.error_code == ErrorCode.none and len(topic.partitions) == 1
+    assert topic.topic_id == broker.store.topic_by_name("auto").topic_id
+    assert topic.topic_authorized_operations == sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+    resp = client.request(3, 13, md(13, ["not-auto"]))
+    assert [(t.error_code, t.name) for t in resp.topics] == [(ErrorCode.unknown_topic_or_partition, "not-auto")]
+    assert broker.store.topic_by_name("not-auto") is None
+    resp = client.request(3, 13, md(13, ["bad/name"], allow_auto=True))
+    assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_topic_exception]
+
+
+def test_metadata_does_not_auto_create_when_the_broker_disables_it(tmp_path):
+    b = BrokerThread(tmp_path, overrides={"auto.create.topics.enable": "false", "num.partitions": "4"})
+    try:
+        c = RawClient(b.broker.port)
+        resp = c.request(3, 13, md(13, ["nope"], allow_auto=True))
+        assert [t.error_code for t in resp.topics] == [ErrorCode.unknown_topic_or_partition]
+        assert b.store.topics() == []
+        c.close()
+    finally:
+        b.stop()
+
+
+def test_auto_created_topics_get_num_partitions(tmp_path):
+    b = BrokerThread(tmp_path, overrides={"num.partitions": "4"})
+    try:
+        c = RawClient(b.broker.port)
+        resp = c.request(3, 13, md(13, ["four"], allow_auto=True))
+        assert [p.partition_index for p in resp.topics[0].partitions] == [0, 1, 2, 3]
+        c.close()
+    finally:
+        b.stop()
+
+
+# -- FindCoordinator ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_find_coordinator_single_key_versions(broker, client, version):
+    fields = {"key": "g1"} if version == 0 else {"key": "g1", "key_type": 0}
+    resp = client.request(10, version, req(10, version, **fields))
+    assert (resp.error_code, resp.node_id, resp.host, resp.port) == (ErrorCode.none, 1, "127.0.0.1", broker.broker.port)
+
+
+def test_find_coordinator_batched_group_and_share_keys(broker, client):
+    import base64
+
+    topic_text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    resp = client.request(10, 6, req(10, 6, key_type=2, coordinator_keys=[f"g1:{topic_text}:0", "g1:nope:0", "bad"]))
+    assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [
+        (f"g1:{topic_text}:0", ErrorCode.none, 1),
+        ("g1:nope:0", ErrorCode.invalid_request, -1),
+        ("bad", ErrorCode.invalid_request, -1),
+    ]
+    resp = client.request(10, 4, req(10, 4, key_type=0, coordinator_keys=["g1", "g2", ""]))
+    assert [(c.key, c.error_code, c.port) for c in resp.coordinators] == [
+        ("g1", ErrorCode.none, broker.broker.port), ("g2", ErrorCode.none, broker.broker.port), ("", ErrorCode.invalid_request, -1)]
+
+
+def test_find_coordinator_refuses_transactions_and_unknown_key_types(client):
+    assert client.request(10, 3, req(10, 3, key="tx", key_type=1)).error_code == ErrorCode.coordinator_not_available
+    assert client.request(10, 3, req(10, 3, key="g", key_type=7)).error_code == ErrorCode.invalid_request
+    assert client.request(10, 5, req(10, 5, key_type=2, coordinator_keys=["g:x:0"])).coordinators[0].error_code == (
+        ErrorCode.unsupported_version)
+
+
+# -- CreateTopics -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7])
+def test_create_topics_every_version(broker, client, version):
+    result = _create(client, f"t{version}", 3, version=version)
+    assert (result.name, result.error_code) == (f"t{version}", ErrorCode.none)
+    assert broker.store.topic_by_name(f"t{version}").num_partitions == 3
+    if version >= 5:
+        assert (result.num_partitions, result.replication_factor) == (3, 1)
+    if version >= 7:
+        assert result.topic_id == broker.store.topic_by_name(f"t{version}").topic_id
+
+
+def test_create_topics_errors_per_topic(broker, client):
+    _create(client, "exists")
+    topics = [
+        {"name": "exists", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
+        {"name": "ok", "num_partitions": -1, "replication_factor": -1, "assignments": [],
+         "configs": [{"name": "retention.ms", "value": "1000"}]},
+        {"name": "zero", "num_partitions": 0, "replication_factor": 1, "assignments": [], "configs": []},
+        {"name": "rf3", "num_partitions": 1, "replication_factor": 3, "assignments": [], "configs": []},
+        {"name": "bad config", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
+        {"name": "cfg", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+         "configs": [{"name": "retention.msec", "value": "1"}]},
+        {"name": "dup", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
+        {"name": "dup", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []},
+        {"name": "x" * 250, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
+    ]
+    resp = client.request(19, 7, req(19, 7, topics=topics, timeout=5000, validate_only=False))
+    codes = {t.name: t.error_code for t in resp.topics}
+    assert codes == {
+        "exists": ErrorCode.topic_already_exists,
+        "ok": ErrorCode.none,
+        "zero": ErrorCode.invalid_partitions,
+        "rf3": ErrorCode.invalid_replication_factor,
+        "bad config": ErrorCode.invalid_topic_exception,
+        "cfg": ErrorCode.invalid_config,
+        "dup": ErrorCode.invalid_request,
+        "x" * 250: ErrorCode.invalid_topic_exception,
+    }
+    ok = next(t for t in resp.topics if t.name == "ok")
+    assert [(c.name, c.value) for c in ok.configs] == [("retention.ms", "1000")]
+    assert sorted(t.name for t in broker.store.topics()) == ["exists", "ok"]
+
+
+def test_create_topics_validate_only_creates_nothing(broker, client):
+    result = _create(client, "dry", 2, validate_only=True)
+    assert (result.error_code, result.num_partitions) == (ErrorCode.none, 2)
+    assert broker.store.topic_by_name("dry") is None
+
+
+# -- Produce ------------------------------------------------------------------------------------------
+
+
+def _produce(client, version, topic, partition, records, acks=-1):
+    body = req(0, version, transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5),
+               topic_data=[{"name": topic, "partition_data": [{"index": partition, "records": records}]}])
+    if acks == 0:
+        client.send_raw(client.frame(0, version, body))
+        return None
+    return client.request(0, version, body).responses[0].partition_responses[0]
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_produce_every_version_assigns_offsets(broker, client, version):
+    _create(client, "p", 1)
+    first = _produce(client, version, "p", 0, record_batch(3))
+    second = _produce(client, version, "p", 0, record_batch(2))
+    assert (first.error_code, first.base_offset, second.error_code, second.base_offset) == (
+        ErrorCode.none, 0, ErrorCode.none, 3)
+    if version >= 5:
+        assert second.log_start_offset == 0
+    topic_id = broker.store.topic_by_name("p").topic_id
+    stored = stored_batches(broker.store, topic_id, 0)
+    assert [struct.unpack(">q", b[:8])[0] for b in stored] == [0, 3]
+    assert stored[1][8:] == record_batch(2)[8:]  # the producer's bytes, only the base offset rewritten
+
+
+def test_produce_errors_per_partition(broker, client):
+    _create(client, "p", 1)
+    assert _produce(client, 9, "p", 5, record_batch()).error_code == ErrorCode.unknown_topic_or_partition
+    assert _produce(client, 9, "p", 0, record_batch(), acks=2).error_code == ErrorCode.invalid_required_acks
+    assert _produce(client, 9, "p", 0, b"garbage").error_code == ErrorCode.corrupt_message
+    assert _produce(client, 9, "p", 0, None).error_code == ErrorCode.invalid_record
+    assert _produce(client, 9, "bad/name", 0, record_batch()).error_code == ErrorCode.invalid_topic_exception
+    assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
+
+
+def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
+    b = BrokerThread(tmp_path, overrides={"message.max.bytes": "100"})
+    try:
+        c = RawClient(b.broker.port)
+        result = _produce(c, 9, "big", 0, record_batch(10))
+        assert result.error_code == ErrorCode.message_too_large
+        assert b.store.log_end_offset(b.store.topic_by_name("big").topic_id, 0) == 0
+        c.close()
+    finally:
+        b.stop()
+
+
+def test_produce_to_an_unknown_topic_auto_creates_or_refuses(tmp_path, broker, client):
+    assert _produce(client, 9, "fresh", 0, record_batch()).base_offset == 0
+    assert broker.store.topic_by_name("fresh").num_partitions == 1
+    off = BrokerThread(tmp_path / "off", overrides={"auto.create.topics.enable": "false"})
+    try:
+        c = RawClient(off.broker.port)
+        assert _produce(c, 9, "fresh", 0, record_batch()).error_code == ErrorCode.unknown_topic_or_partition
+        c.close()
+    finally:
+        off.stop()
+
+
+def test_produce_acks_0_sends_no_response_and_later_responses_stay_in_order(broker, client):
+    _create(client, "p", 1)
+    assert _produce(client, 9, "p", 0, record_batch(), acks=0) is None
+    # pipelined: three requests written before any response is read; answers come back in order
+    frames = [client.frame(0, 9, req(0, 9, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+                                     topic_data=[{"name": "p", "partition_data": [{"index": 0, "records": record_batch(2)}]}]))
+              for _ in range(3)]
+    first_cid = client.correlation_id - 2
+    client.send_raw(b"".join(frames))
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    offsets = []
+    for expected_cid in (first_cid, first_cid + 1, first_cid + 2):
+        frame = client.read_frame()
+        cls = load_response_schema(0, 9)
+        header, offset = entity_reader(cls.__header_schema__)(frame, 0)
+        assert header.correlation_id == expected_cid
+        offsets.append(entity_reader(cls)(frame, offset)[0].responses[0].partition_responses[0].base_offset)
+    assert offsets == [1, 3, 5]
+
+
+# -- InitProducerId and Fetch ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+def test_init_producer_id_every_version_hands_out_fresh_ids(client, version):
+    body = req(22, version, transactional_id=None, transaction_timeout=datetime.timedelta(0))
+    first, second = client.request(22, version, body), client.request(22, version, body)
+    assert (first.error_code, first.producer_epoch, second.error_code, second.producer_epoch) == (
+        ErrorCode.none, 0, ErrorCode.none, 0)
+    assert first.producer_id >= 0 and second.producer_id == first.producer_id + 1
+
+
+def test_init_producer_id_with_a_transactional_id_is_refused(client):
+    ok_timeout = datetime.timedelta(seconds=60)
+    assert client.request(22, 4, req(22, 4, transactional_id="tx", transaction_timeout=ok_timeout)).error_code == (
+        ErrorCode.coordinator_not_available)
+    too_long = datetime.timedelta(hours=1)
+    assert client.request(22, 4, req(22, 4, transactional_id="tx", transaction_timeout=too_long)).error_code == (
+        ErrorCode.invalid_transaction_timeout)
+
+
+@pytest.mark.parametrize("version", [4, 12, 13, 17])
+def test_fetch_is_advertised_but_answers_unsupported_version(broker, client, version):
+    _create(client, "f", 1)
+    topic_id = broker.store.topic_by_name("f").topic_id
+    topic = {"topic": "f", "topic_id": topic_id, "partitions": [
+        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}
+    resp = client.request(1, version, req(1, version, max_wait=datetime.timedelta(0), min_bytes=1, topics=[topic],
+                                          forgotten_topics_data=[]))
+    [part] = resp.responses[0].partitions
+    assert part.error_code == ErrorCode.unsupported_version
+    if version >= 7:
+        assert resp.error_code == ErrorCode.unsupported_version
+
+
+def test_retention_is_enforced_every_check_interval(tmp_path):
+    """Old segments go once `log.retention.ms` has passed, without any request: the broker's own timer."""
+    import time
+
+    b = BrokerThread(tmp_path, overrides={"log.retention.check.interval.ms": "50", "log.retention.ms": "3600000",
+                                          "log.segment.bytes": str(1 << 20)})
+    try:
+        if not hasattr(b.store, "enforce_retention"):
+            pytest.skip("the stand-in store keeps everything")
+        c = RawClient(b.broker.port)
+        big = batch_bytes(1, value=b"x" * 700_000)  # timestamps of 2026-01-01: long past an hour's retention
+        for _ in range(3):  # 2.1 MB in 1 MiB segments: the first segments are complete and deletable
+            assert _produce(c, 9, "old", 0, big).error_code == ErrorCode.none
+        topic_id = b.store.topic_by_name("old").topic_id
+        deadline = time.monotonic() + 10
+        while b.store.log_start_offset(topic_id, 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert b.store.log_start_offset(topic_id, 0) >= 1
+        assert b.store.log_end_offset(topic_id, 0) == 3
+        c.close()
+    finally:
+        b.stop()
+
+
+def test_listening_on_every_interface_advertises_the_address_the_client_used(tmp_path):
+    b = BrokerThread(tmp_path, host="0.0.0.0")
+    try:
+        c = RawClient(b.broker.port, host="127.0.0.1")
+        resp = c.request(3, 13, md(13, []))
+        assert [(x.host, x.port) for x in resp.brokers] == [("127.0.0.1", b.broker.port)]
+        coordinator = c.request(10, 3, req(10, 3, key="g", key_type=0))
+        assert (coordinator.host, coordinator.port) == ("127.0.0.1", b.broker.port)
+        c.close()
+    finally:
+        b.stop()
