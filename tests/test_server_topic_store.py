@@ -249,3 +249,26 @@ def test_topic_overrides_apply_and_accepted_kafka_keys_are_kept(tmp_path):
         assert store.topic_log_config("loose") == store.log_config
 
     with_store(tmp_path, body)
+
+
+def test_prometheus_collector_reads_the_store_at_scrape_time(tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    from sharegroup.server.topic_store_metrics import register_topic_store_metrics
+
+    async def body(store):
+        registry = CollectorRegistry()
+        register_topic_store_metrics(store, registry)
+        t = await store.create_topic("m", 2)
+        for _ in range(3):
+            await store.append(t.topic_id, 1, produce_batch(2), acks=-1)
+        await store.delete_records(t.topic_id, 1, 2)
+        sample = registry.get_sample_value
+        assert sample("sharegroup_topic_store_appended_batches_total") == 3
+        assert sample("sharegroup_topic_store_appended_bytes_total") == 3 * len(produce_batch(2))
+        assert sample("sharegroup_topic_store_partitions") == 2
+        assert sample("sharegroup_topic_log_end_offset", {"topic": "m", "partition": "1"}) == 6
+        assert sample("sharegroup_topic_log_start_offset", {"topic": "m", "partition": "1"}) == 2
+        assert sample("sharegroup_topic_log_end_offset", {"topic": "m", "partition": "0"}) == 0
+
+    with_store(tmp_path, body)
