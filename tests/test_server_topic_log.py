@@ -506,3 +506,49 @@ def test_idle_producers_expire_unless_in_a_transaction(tmp_path):
         assert (await h.append(produce_batch(1, producer_id=1, producer_epoch=0, base_sequence=9))).base_offset == 3
 
     scenario(tmp_path, body, producer_id_expiration_ms=HOUR_MS)
+
+
+def test_retention_keeps_the_active_segment_while_writes_are_on_their_way(tmp_path):
+    import threading
+
+    async def body(h):
+        for _ in range(4):
+            await h.append(produce_batch(2, timestamp_ms=1_000))
+        assert h.log.segment_count == 2
+        h.fsync.gate = gate = threading.Event()
+        pending = asyncio.ensure_future(h.append(produce_batch(1, timestamp_ms=1_000)))
+        await asyncio.sleep(0)
+        retention = asyncio.ensure_future(h.store.enforce_retention())
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert (await pending).base_offset == 8
+        assert await retention == [(h.tid, 0, 4)]  # only the older segment: the active one had a write queued
+        assert [b.base_offset for b in h.read_all().batches] == [4, 6, 8]
+        h.fsync.gate = None
+        assert await h.store.enforce_retention() == [(h.tid, 0, 9)]  # now all of it
+        await h.reopen()
+        assert (h.store.log_start_offset(h.tid, 0), h.end()) == (9, 9)
+
+    scenario(tmp_path, body, retention_ms=HOUR_MS, segment_bytes=2 * len(produce_batch(2)))
+
+
+def test_an_append_racing_a_whole_log_deletion_goes_to_a_new_segment(tmp_path):
+    import threading
+
+    async def body(h):
+        for _ in range(2):
+            await h.append(produce_batch(2, timestamp_ms=1_000))
+        h.fsync.gate = gate = threading.Event()  # holds retention's write of the new log start
+        retention = asyncio.ensure_future(h.store.enforce_retention())
+        await asyncio.sleep(0.05)
+        racing = asyncio.ensure_future(h.append(produce_batch(3, timestamp_ms=h.clock.now_ms())))
+        await asyncio.sleep(0)
+        gate.set()
+        assert await retention == [(h.tid, 0, 4)]
+        assert (await racing).base_offset == 4
+        assert list_segment_bases(h.dir) == [4]
+        assert [b.base_offset for b in h.read_all().batches] == [4]
+        await h.reopen()
+        assert (h.store.log_start_offset(h.tid, 0), h.end()) == (4, 7)
+
+    scenario(tmp_path, body, retention_ms=HOUR_MS)
