@@ -266,7 +266,8 @@ def test_restart_rebuilds_the_index_across_segments(tmp_path):
     scenario(tmp_path, body, segment_bytes=700)
 
 
-@pytest.mark.parametrize("tail", [b"\x00" * 40, b"\x00" * 200, "half", "bad-crc-last"])
+@pytest.mark.parametrize("tail", [b"\x00" * 40, b"\x00" * 200, "half", "bad-crc-last"],
+                         ids=["zeros-40", "zeros-200", "half-batch", "bad-crc-last"])
 def test_a_torn_tail_is_truncated_on_open(tmp_path, tail):
     async def body(h):
         await h.append(produce_batch(2))
@@ -519,7 +520,7 @@ def test_retention_keeps_the_active_segment_while_writes_are_on_their_way(tmp_pa
         pending = asyncio.ensure_future(h.append(produce_batch(1, timestamp_ms=1_000)))
         await asyncio.sleep(0)
         retention = asyncio.ensure_future(h.store.enforce_retention())
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # one loop turn: the task takes its decision before its first await
         gate.set()
         assert (await pending).base_offset == 8
         assert await retention == [(h.tid, 0, 4)]  # only the older segment: the active one had a write queued
@@ -540,7 +541,7 @@ def test_an_append_racing_a_whole_log_deletion_goes_to_a_new_segment(tmp_path):
             await h.append(produce_batch(2, timestamp_ms=1_000))
         h.fsync.gate = gate = threading.Event()  # holds retention's write of the new log start
         retention = asyncio.ensure_future(h.store.enforce_retention())
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # one loop turn: the task takes its decision before its first await
         racing = asyncio.ensure_future(h.append(produce_batch(3, timestamp_ms=h.clock.now_ms())))
         await asyncio.sleep(0)
         gate.set()
