@@ -553,3 +553,53 @@ def test_an_append_racing_a_whole_log_deletion_goes_to_a_new_segment(tmp_path):
         assert (h.store.log_start_offset(h.tid, 0), h.end()) == (4, 7)
 
     scenario(tmp_path, body, retention_ms=HOUR_MS)
+
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(0, 400), garbage=st.binary(max_size=120), flip=st.integers(-1, 399))
+def test_any_damaged_segment_opens_to_a_valid_prefix_or_is_refused(tmp_path_factory, cut, garbage, flip):
+    """Whatever a crash or a bad disk leaves in the last segment, opening either keeps a prefix of whole
+    valid batches (and appends continue after it) or refuses with CorruptLogError; never anything else."""
+    from sharegroup.server.segment_files import scan_segment
+
+    directory = str(tmp_path_factory.mktemp("seg"))
+    batches = [stored_form(produce_batch(2, tag=b"%d" % i), 2 * i) for i in range(4)]
+    data = bytearray(b"".join(batches))
+    if 0 <= flip < len(data):
+        data[flip] ^= 0x5A
+    data = data[: len(data) - cut] + garbage
+    with open(os.path.join(directory, segment_file_name(0)), "wb") as f:
+        f.write(data)
+    try:
+        result = scan_segment(directory, 0, is_last=True, on_batch=lambda h, c: None)
+    except CorruptLogError:
+        return
+    segment = result.segment
+    try:
+        kept = segment.size_bytes
+        assert os.path.getsize(os.path.join(directory, segment_file_name(0))) == kept
+        whole = [len(b) for b in batches]
+        assert kept in [sum(whole[:k]) for k in range(5)]  # a prefix of whole batches
+        assert segment.next_offset == 2 * len(segment.index)
+    finally:
+        segment.close()
+
+
+def test_a_whole_last_batch_at_the_wrong_offset_is_corruption_not_a_torn_tail(tmp_path):
+    async def main():
+        h = Harness(str(tmp_path))
+        await h.open()
+        await h.append(produce_batch(2))
+        await h.append(produce_batch(2))
+        await h.store.close()
+        with open(os.path.join(h.dir, segment_file_name(0)), "r+b") as f:
+            f.seek(len(produce_batch(2)))
+            f.write((9).to_bytes(8, "big"))  # its CRC still checks out: no torn write looks like this
+        with pytest.raises(CorruptLogError, match="base offset 9, expected 2"):
+            await h.open()
+
+    run(main())

@@ -343,7 +343,10 @@ def scan_segment(directory: str, base_offset: int, *, is_last: bool,
                 fault = _batch_fault(buf, p, n, expected)
                 if fault is not None:
                     at = pos + p
-                    if not is_last or _valid_batch_follows(fd, buf, p, n, pos, file_size):
+                    # A torn write leaves a batch that does not check out; a whole batch (good CRC)
+                    # at the wrong offset is never one.
+                    wrong_offset = fault.startswith("base offset")
+                    if not is_last or wrong_offset or _valid_batch_follows(fd, buf, p, n, pos, file_size):
                         raise CorruptLogError(path, at, fault)
                     if truncate:
                         os.ftruncate(fd, at)
