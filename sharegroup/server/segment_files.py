@@ -10,8 +10,9 @@ batch headers, checking every batch's length, magic, CRC-32C and base offset on 
 Recovery rules (`scan_segment`): a batch that does not check out in the *last* segment, with no valid
 batch right after it, is a torn tail (a crash in the middle of a write that was never acknowledged:
 nothing is acknowledged before its fsync) and is truncated. Any other bad batch (in an earlier segment,
-or followed by a valid batch) is corruption in the middle of the log: `CorruptLogError` names the file
-and position, and nothing is changed. File primitives here take an injectable `fsync(fd)` so tests can
+followed by a valid batch, or a whole batch with a good CRC at the wrong base offset, which no torn
+write leaves) is corruption: `CorruptLogError` names the file and position, and nothing is changed. A
+flipped bit in the very last batch cannot be told from a torn write and is cut like one. File primitives here take an injectable `fsync(fd)` so tests can
 count or fail fsyncs.
 """
 
