@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import os
 from typing import Callable, NamedTuple
 
@@ -63,6 +64,7 @@ from .segment_files import (
 
 __all__ = ["TopicLog", "AppendResult", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
 
+_logger = logging.getLogger(__name__)
 LOG_START_FILE = "log-start-offset"
 MAX_QUEUED_BYTES = 64 * 2**20
 PARTITION_LEADER_EPOCH = 0  # the one leader epoch of this single node's partitions
@@ -183,6 +185,8 @@ class TopicLog:
             self._segment_bases.append(base)
             if result.truncated_at is not None:
                 self.truncated_bytes = file_size - result.truncated_at
+                _logger.warning("%s: cut a torn tail of %d bytes at byte %d (a write that was never acknowledged)",
+                                segment.path, self.truncated_bytes, result.truncated_at)
                 if self._fsync is not None:
                     self._fsync(segment.fd)
             expected = segment.next_offset
