@@ -272,3 +272,29 @@ def test_prometheus_collector_reads_the_store_at_scrape_time(tmp_path):
         assert sample("sharegroup_topic_log_end_offset", {"topic": "m", "partition": "0"}) == 0
 
     with_store(tmp_path, body)
+
+
+def test_damaged_small_files_are_refused_by_name(tmp_path):
+    from sharegroup.server.segment_files import CorruptLogError
+
+    async def main():
+        store = await TopicStore.open(tmp_path, fsync=False)
+        t = await store.create_topic("t", 1)
+        await store.append(t.topic_id, 0, produce_batch(2), acks=-1)
+        await store.delete_records(t.topic_id, 0, 1)
+        await store.close()
+        for name in ("producer-ids", os.path.join("t-0", "log-start-offset")):
+            path = os.path.join(tmp_path, "topics", name)
+            with open(path, "rb") as f:
+                good = f.read()
+            with open(path, "wb") as f:
+                f.write(b"12x\n")
+            with pytest.raises(CorruptLogError, match=name.replace(os.sep, ".")):
+                await TopicStore.open(tmp_path, fsync=False)
+            with open(path, "wb") as f:
+                f.write(good)
+        store = await TopicStore.open(tmp_path, fsync=False)
+        assert store.log_start_offset(t.topic_id, 0) == 1
+        await store.close()
+
+    run(main())

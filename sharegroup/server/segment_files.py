@@ -46,6 +46,7 @@ __all__ = [
     "os_fsync",
     "fsync_dir",
     "write_file_atomically",
+    "read_offset_file",
     "segment_file_name",
     "list_segment_bases",
     "scan_segment",
@@ -107,6 +108,19 @@ def write_file_atomically(path: str, data: bytes, fsync: FsyncFn | None) -> None
     os.replace(tmp, path)
     if fsync is not None:
         fsync_dir(os.path.dirname(path) or ".", fsync)
+
+
+def read_offset_file(path: str) -> int | None:
+    """The offset in a file written as `b"%d\\n"` (None when there is no file); CorruptLogError when
+    the content is anything else."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64)
+    except FileNotFoundError:
+        return None
+    if not text.endswith(b"\n") or not text[:-1].isdigit() or len(text) > 21:
+        raise CorruptLogError(path, 0, f"not an offset: {text[:40]!r}")
+    return int(text)
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -216,6 +230,19 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def check(self) -> None:
+        """Invariants of the index, batch by batch: dense offsets, contiguous positions, the running
+        maximum timestamp, the size. O(batches)."""
+        idx = self.index
+        expected_base, expected_pos, running = self.base_offset, 0, -1
+        for i in range(len(idx)):
+            assert (idx.bases[i], idx.positions[i]) == (expected_base, expected_pos), (self.path, i)
+            assert idx.lasts[i] >= idx.bases[i] and idx.sizes[i] >= HEADER_BYTES
+            running = max(running, idx.max_ts[i])
+            assert idx.running_max_ts[i] == running
+            expected_base, expected_pos = idx.lasts[i] + 1, expected_pos + idx.sizes[i]
+        assert self.size_bytes == expected_pos and self.fd >= 0, self.path
 
 
 class SegmentWriter:

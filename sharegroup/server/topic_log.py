@@ -57,6 +57,7 @@ from .segment_files import (
     SegmentWriter,
     fsync_dir,
     list_segment_bases,
+    read_offset_file,
     scan_segment,
     segment_file_name,
     write_file_atomically,
@@ -166,7 +167,7 @@ class TopicLog:
             if name.endswith(".tmp"):
                 os.unlink(os.path.join(self.directory, name))
         bases = list_segment_bases(self.directory)
-        start = self._read_start_file()
+        start = read_offset_file(os.path.join(self.directory, LOG_START_FILE))
         if start is None:
             start = bases[0] if bases else 0
         elif bases and bases[0] > start:
@@ -206,17 +207,6 @@ class TopicLog:
     def _replay(self, header: BatchHeader, control_type: int | None) -> None:
         self._producers.replay(header)
         self._txns.on_batch(header, control_type)
-
-    def _read_start_file(self) -> int | None:
-        path = os.path.join(self.directory, LOG_START_FILE)
-        try:
-            with open(path, "rb") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return None
-        if not text.endswith(b"\n") or not text[:-1].isdigit() or len(text) > 21:
-            raise CorruptLogError(path, 0, f"not a log start offset: {text[:40]!r}")
-        return int(text)
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -607,12 +597,4 @@ class TopicLog:
         if not deep:
             return
         for seg in self._segments:
-            idx = seg.index
-            expected_base, expected_pos, running = seg.base_offset, 0, -1
-            for i in range(len(idx)):
-                assert (idx.bases[i], idx.positions[i]) == (expected_base, expected_pos), (seg.path, i)
-                assert idx.lasts[i] >= idx.bases[i] and idx.sizes[i] >= 61
-                running = max(running, idx.max_ts[i])
-                assert idx.running_max_ts[i] == running
-                expected_base, expected_pos = idx.lasts[i] + 1, expected_pos + idx.sizes[i]
-            assert seg.size_bytes == expected_pos and seg.fd >= 0, seg.path
+            seg.check()

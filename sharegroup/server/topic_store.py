@@ -55,7 +55,7 @@ from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogRead
 
 from .log_config import LogConfig
-from .segment_files import FsyncFn, os_fsync, write_file_atomically
+from .segment_files import FsyncFn, os_fsync, read_offset_file, write_file_atomically
 from .topic_log import AppendResult, TopicLog
 
 __all__ = ["TopicStore", "TopicInfo", "AppendResult", "LogConfig", "StoreLockedError", "MAX_PARTITIONS_PER_TOPIC",
@@ -364,15 +364,9 @@ class TopicStore:
         return pid, 0
 
     def _read_producer_ids(self) -> None:
-        path = os.path.join(self._root, PRODUCER_IDS_FILE)
-        try:
-            with open(path, "rb") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return
-        if not text.endswith(b"\n") or not text[:-1].isdigit():
-            raise ValueError(f"{path}: not a producer id block end: {text[:40]!r}")
-        self._next_producer_id = self._producer_id_block_end = int(text)
+        end = read_offset_file(os.path.join(self._root, PRODUCER_IDS_FILE))
+        if end is not None:
+            self._next_producer_id = self._producer_id_block_end = end
 
     def _reserve_producer_ids(self) -> None:
         end = self._producer_id_block_end + PRODUCER_ID_BLOCK_SIZE
