@@ -61,7 +61,8 @@ class Harness:
         return os.path.join(self.path, "topics", "t-0")
 
     def read_all(self, read_committed=False):
-        return self.store.read(self.tid, 0, self.store.log_start_offset(self.tid, 0), 2**31, read_committed=read_committed)
+        start = self.store.log_start_offset(self.tid, 0)
+        return self.store.read(self.tid, 0, start, 2**31, read_committed=read_committed)
 
     def end(self) -> int:
         return self.store.log_end_offset(self.tid, 0)

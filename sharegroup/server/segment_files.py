@@ -12,8 +12,8 @@ batch right after it, is a torn tail (a crash in the middle of a write that was 
 nothing is acknowledged before its fsync) and is truncated. Any other bad batch (in an earlier segment,
 followed by a valid batch, or a whole batch with a good CRC at the wrong base offset, which no torn
 write leaves) is corruption: `CorruptLogError` names the file and position, and nothing is changed. A
-flipped bit in the very last batch cannot be told from a torn write and is cut like one. File primitives here take an injectable `fsync(fd)` so tests can
-count or fail fsyncs.
+flipped bit in the very last batch cannot be told from a torn write and is cut like one. File
+primitives here take an injectable `fsync(fd)` so tests can count or fail fsyncs.
 """
 
 from __future__ import annotations

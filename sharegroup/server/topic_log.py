@@ -34,6 +34,7 @@ import asyncio
 import bisect
 import logging
 import os
+from concurrent.futures import Executor
 from typing import Callable, NamedTuple
 
 from sharegroup.errors import Errors, ShareError
@@ -114,8 +115,9 @@ class TopicLog:
     `close` from the event loop, and `read`, `offset_for` and the offset properties from anywhere on it."""
 
     def __init__(self, directory: str, config: LogConfig, fsync: FsyncFn | None,
-                 on_publish: Callable[[int], None] | None = None) -> None:
+                 on_publish: Callable[[int], None] | None = None, executor: Executor | None = None) -> None:
         self.directory = directory
+        self._executor = executor  # the worker threads for file I/O (None: the loop's default)
         self.config = config
         self._fsync = fsync
         self.on_publish = on_publish
@@ -148,12 +150,12 @@ class TopicLog:
 
     @classmethod
     def open(cls, directory: str, config: LogConfig, *, fsync: FsyncFn | None,
-             on_publish: Callable[[int], None] | None = None) -> TopicLog:
+             on_publish: Callable[[int], None] | None = None, executor: Executor | None = None) -> TopicLog:
         """Open (creating if needed) the log in `directory`: read the log start, delete segments wholly
         below it, scan every other segment (index, producer state, transactions), truncate a torn tail.
         Raises CorruptLogError for a bad batch that is not a torn tail. Blocking."""
         os.makedirs(directory, exist_ok=True)
-        log = cls(directory, config, fsync, on_publish)
+        log = cls(directory, config, fsync, on_publish, executor)
         try:
             log._recover()
         except BaseException:
@@ -358,7 +360,7 @@ class TopicLog:
                 self._inflight = group
                 writes = [(p.new_segment, p.segment_base, p.position, p.data) for p in group]
                 try:
-                    new_segments, fsyncs = await loop.run_in_executor(None, self._files.write_group, writes)
+                    new_segments, fsyncs = await loop.run_in_executor(self._executor, self._files.write_group, writes)
                 except BaseException as exc:  # noqa: BLE001 - every failure fails the appends, never the loop
                     await self._fail(exc)
                     return
@@ -409,7 +411,7 @@ class TopicLog:
             raise exc
         published = self._segments[-1] if self._segments else None
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self._files.undo, published)
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._files.undo, published)
         except OSError:
             pass  # the log already refuses appends; reopening recovers from what is on disk
 
@@ -551,7 +553,7 @@ class TopicLog:
         deletes the segments wholly below the persisted start)."""
         loop = asyncio.get_running_loop()
         path = os.path.join(self.directory, LOG_START_FILE)
-        await loop.run_in_executor(None, write_file_atomically, path, b"%d\n" % new_start, self._fsync)
+        await loop.run_in_executor(self._executor, write_file_atomically, path, b"%d\n" % new_start, self._fsync)
         self._start = max(self._start, new_start)
         self._producers.truncate_head(self._start)
         self._txns.truncate_head(self._start)
@@ -567,7 +569,7 @@ class TopicLog:
             if self._fsync is not None:
                 fsync_dir(self.directory, self._fsync)
 
-        await loop.run_in_executor(None, remove)
+        await loop.run_in_executor(self._executor, remove)
         self._check()
 
     # -- closing -------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ Layout of `DIR/topics/`::
 
 Interface (what the wire layer calls)::
 
-    store = await TopicStore.open(data_dir, log_config=LogConfig(...), clock=SystemClock(), fsync=True)
+    store = await TopicStore.open(data_dir, log_config=LogConfig(...), clock=SystemClock(), fsync=True,
+                                  io_threads=4)  # its own worker threads for file I/O
     store.topics() / topic_by_name(name) / topic_by_id(topic_id)          -> TopicInfo | None
     await store.create_topic(name, num_partitions=None, configs=None, *, replication_factor=-1,
                              validate_only=False)                        -> TopicInfo
@@ -48,6 +49,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from sharegroup.clock import Clock, SystemClock
@@ -113,8 +115,10 @@ def _new_topic_id() -> uuid.UUID:
 class TopicStore:
     """The durable topics of one broker. Open with `await TopicStore.open(...)`."""
 
-    def __init__(self, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None, lock_fd: int) -> None:
+    def __init__(self, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None, lock_fd: int,
+                 executor: ThreadPoolExecutor) -> None:
         self._root = root
+        self._executor = executor
         self.log_config = log_config
         self._clock = clock
         self._fsync = fsync
@@ -131,7 +135,7 @@ class TopicStore:
 
     @classmethod
     async def open(cls, data_dir: str | os.PathLike, *, log_config: LogConfig | None = None,
-                   clock: Clock | None = None, fsync: bool | FsyncFn = True) -> TopicStore:
+                   clock: Clock | None = None, fsync: bool | FsyncFn = True, io_threads: int = 4) -> TopicStore:
         """Open (creating if needed) the topic store under `data_dir/topics`: read the topics, open and
         recover every partition log (segment_files: torn tails truncated, corruption refused with
         CorruptLogError), reserve a block of producer ids. `fsync` is True (fdatasync), False (no
@@ -144,14 +148,23 @@ class TopicStore:
             fsync_fn = fsync
         else:
             raise ValueError(f"fsync must be a bool or a function of a file descriptor, not {fsync!r}")
+        if isinstance(io_threads, bool) or not isinstance(io_threads, int) or io_threads < 1:
+            raise ValueError(f"io_threads must be an int >= 1, not {io_threads!r}")
         root = os.path.join(os.fspath(data_dir), "topics")
+        # Topic writes and fsyncs get threads of their own, so that a busy disk for topics never queues
+        # the share-state persister's writes (which use the loop's default executor) behind them.
+        executor = ThreadPoolExecutor(io_threads, thread_name_prefix="topic-store")
         loop = asyncio.get_running_loop()
-        store = await loop.run_in_executor(None, cls._open_blocking, root, log_config or LogConfig(),
-                                           clock or SystemClock(), fsync_fn)
-        return store
+        try:
+            return await loop.run_in_executor(executor, cls._open_blocking, root, log_config or LogConfig(),
+                                              clock or SystemClock(), fsync_fn, executor)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
 
     @classmethod
-    def _open_blocking(cls, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None) -> TopicStore:
+    def _open_blocking(cls, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None,
+                       executor: ThreadPoolExecutor) -> TopicStore:
         os.makedirs(root, exist_ok=True)
         lock_fd = os.open(os.path.join(root, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -159,7 +172,7 @@ class TopicStore:
         except BlockingIOError:
             os.close(lock_fd)
             raise StoreLockedError(f"{root} is open by another topic store") from None
-        store = cls(root, log_config, clock, fsync, lock_fd)
+        store = cls(root, log_config, clock, fsync, lock_fd, executor)
         try:
             for info, configs in store._read_topics():
                 store._register(store._open_topic(info, configs))
@@ -191,7 +204,8 @@ class TopicStore:
             for partition in range(info.num_partitions):
                 directory = os.path.join(self._root, f"{info.name}-{partition}")
                 topic.logs.append(TopicLog.open(directory, topic.config, fsync=self._fsync,
-                                                on_publish=self._publisher(info.topic_id, partition)))
+                                                on_publish=self._publisher(info.topic_id, partition),
+                                                executor=self._executor))
         except BaseException:
             for log in topic.logs:
                 log._close_files()
@@ -229,6 +243,7 @@ class TopicStore:
             for log in topic.logs:
                 await log.close()
         self._close_blocking()
+        self._executor.shutdown(wait=True)
 
     def _close_blocking(self) -> None:
         for topic in self._by_name.values():
@@ -272,7 +287,8 @@ class TopicStore:
         if num_partitions is None or num_partitions == -1:
             num_partitions = self.log_config.num_partitions
         if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions < 1:
-            raise ShareError(Errors.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions!r}")
+            raise ShareError(Errors.INVALID_PARTITIONS,
+                             f"number of partitions must be at least 1, got {num_partitions!r}")
         if num_partitions > MAX_PARTITIONS_PER_TOPIC:
             raise ShareError(Errors.INVALID_PARTITIONS,
                              f"{num_partitions} partitions is more than this broker's {MAX_PARTITIONS_PER_TOPIC}")
@@ -298,7 +314,7 @@ class TopicStore:
             listed = [(t.info, t.configs) for t in self._by_name.values()] + [(info, str_configs)]
             loop = asyncio.get_running_loop()
             try:
-                topic = await loop.run_in_executor(None, self._create_blocking, listed, info, str_configs)
+                topic = await loop.run_in_executor(self._executor, self._create_blocking, listed, info, str_configs)
             except OSError as exc:
                 raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"creating topic {name!r}: {exc}") from exc
             self._register(topic)
