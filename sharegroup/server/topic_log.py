@@ -235,6 +235,11 @@ class TopicLog:
     def segment_count(self) -> int:
         return len(self._segments)
 
+    @property
+    def closed(self) -> bool:
+        """Closed: queued appends were written and the files closed (no append is taken any more)."""
+        return self._closed and self._writer is None and all(s.fd < 0 for s in self._segments)
+
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.entry(producer_id)
 

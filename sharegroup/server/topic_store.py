@@ -16,6 +16,7 @@ Interface (what the wire layer calls)::
     await store.create_topic(name, num_partitions=None, configs=None, *, replication_factor=-1,
                              validate_only=False)                        -> TopicInfo
     await store.auto_create_topic(name)     -> TopicInfo | None (None when auto-creation is off)
+    await store.delete_topic(name)          -> TopicInfo (UNKNOWN_TOPIC_OR_PARTITION when absent)
     await store.append(topic_id, partition, records, *, acks, max_batches=1) -> AppendResult
     store.init_producer_id(transactional_id=None, producer_id=-1, producer_epoch=-1) -> (id, epoch)
     store.subscribe(listener)   # listener(topic_id, partition, log_end_offset) after every publish
@@ -47,6 +48,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -57,7 +59,7 @@ from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogRead
 
 from .log_config import LogConfig
-from .segment_files import FsyncFn, os_fsync, read_offset_file, write_file_atomically
+from .segment_files import FsyncFn, fsync_dir, os_fsync, read_offset_file, write_file_atomically
 from .topic_log import AppendResult, TopicLog
 
 __all__ = ["TopicStore", "TopicInfo", "AppendResult", "LogConfig", "StoreLockedError", "MAX_PARTITIONS_PER_TOPIC",
@@ -71,6 +73,7 @@ LOCK_FILE = ".lock"
 MAX_PARTITIONS_PER_TOPIC = 10_000
 PRODUCER_ID_BLOCK_SIZE = 1000
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_PARTITION_DIR = re.compile(r"[a-zA-Z0-9._-]{1,249}-\d+")
 
 
 class StoreLockedError(OSError):
@@ -176,6 +179,8 @@ class TopicStore:
         try:
             for info, configs in store._read_topics():
                 store._register(store._open_topic(info, configs))
+            if os.path.exists(os.path.join(root, TOPICS_FILE)):
+                store._finish_deletions()
             store._read_producer_ids()
             store._reserve_producer_ids()
         except BaseException:
@@ -326,6 +331,50 @@ class TopicStore:
         # (empty) on the next open.
         self._write_topics(listed)
         return self._open_topic(info, configs)
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        """Kafka's DeleteTopics for one topic: it disappears at once (appends and reads answer
+        UNKNOWN_TOPIC_OR_PARTITION), queued appends finish, then its metadata and its partition
+        directories are removed. UNKNOWN_TOPIC_OR_PARTITION when there is no such topic."""
+        self._check_open()
+        async with self._metadata_lock:
+            topic = self._by_name.get(name)
+            if topic is None:
+                raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+            del self._by_name[name], self._by_id[topic.info.topic_id]
+            for log in topic.logs:
+                await log.close()
+            listed = [(t.info, t.configs) for t in self._by_name.values()]
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._delete_blocking, listed,
+                                                                 topic.info)
+            except OSError as exc:
+                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"deleting topic {name!r}: {exc}") from exc
+            return topic.info
+
+    def _delete_blocking(self, listed: list[tuple[TopicInfo, dict[str, str]]], info: TopicInfo) -> None:
+        # Metadata first, then the directories: a crash in between leaves directories no topic owns,
+        # which the next open removes (_finish_deletions), so a topic created later under the same name
+        # never finds old data.
+        self._write_topics(listed)
+        for partition in range(info.num_partitions):
+            path = os.path.join(self._root, f"{info.name}-{partition}")
+            if os.path.isdir(path):
+                os.rename(path, f"{path}.{info.topic_id.hex}-delete")
+        if self._fsync is not None:
+            fsync_dir(self._root, self._fsync)
+        self._finish_deletions()
+
+    def _finish_deletions(self) -> None:
+        """Remove directories of deleted topics: renamed ones (`…-delete`) and partition directories
+        that no topic in topics.json owns (a deletion cut short after its metadata was written)."""
+        owned = {f"{t.info.name}-{p}" for t in self._by_name.values() for p in range(t.info.num_partitions)}
+        for entry in os.listdir(self._root):
+            path = os.path.join(self._root, entry)
+            if not os.path.isdir(path) or entry in owned:
+                continue
+            if entry.endswith("-delete") or _PARTITION_DIR.fullmatch(entry):
+                shutil.rmtree(path)
 
     async def auto_create_topic(self, name: str) -> TopicInfo | None:
         """The topic, created with the defaults when it does not exist and `auto.create.topics.enable`
