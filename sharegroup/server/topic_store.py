@@ -21,6 +21,10 @@ Interface (what the wire layer calls)::
     store.init_producer_id(transactional_id=None, producer_id=-1, producer_epoch=-1) -> (id, epoch)
     store.subscribe(listener)   # listener(topic_id, partition, log_end_offset) after every publish
     PartitionLogs: has_partition, log_start_offset, log_end_offset, last_stable_offset, read, offset_for
+                # read(...).batches[i].records: a memoryview of the stored batch bytes (base offset set),
+                # ready to be concatenated into a fetch response as they are
+    store.topic_configs(name) / topic_log_config(name) / partition_log(topic_id, partition)
+    store.stats()                           # counters for metrics (topic_store_metrics)
     await store.delete_records(topic_id, partition, before_offset)        -> new log start offset
     await store.enforce_retention()        -> [(topic_id, partition, new_log_start_offset), ...]
     await store.write_transaction_marker(topic_id, partition, producer_id, producer_epoch, commit=...)
