@@ -9,7 +9,8 @@ from sharegroup.server.record_batch import SimpleRecord, build_record_batch
 
 
 def produce_batch(n: int = 3, *, timestamp_ms: int = 1_000, producer_id: int = -1, producer_epoch: int = -1,
-                  base_sequence: int = -1, transactional: bool = False, value_bytes: int = 10, tag: bytes = b"") -> bytes:
+                  base_sequence: int = -1, transactional: bool = False, value_bytes: int = 10,
+                  tag: bytes = b"") -> bytes:
     """A RecordBatch v2 of `n` records as librdkafka sends it (base offset 0, PLE 0)."""
     records = [SimpleRecord(b"key-%d" % i, tag + bytes([65 + i % 26]) * value_bytes, [("h", b"%d" % i)])
                for i in range(n)]

@@ -40,8 +40,9 @@ class MemoryDriver:
         self.topic_id = TOPIC
 
     async def append(self, n: int, ts: int, *, producer_id: int = -1, transactional: bool = False, seq: int = -1):
-        size = len(produce_batch(n, timestamp_ms=ts, producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                 base_sequence=seq, transactional=transactional))
+        size = len(produce_batch(n, timestamp_ms=ts, producer_id=producer_id,
+                                 producer_epoch=0 if producer_id >= 0 else -1, base_sequence=seq,
+                                 transactional=transactional))
         b = self.logs.append(TOPIC, 0, n, ts, producer_id=producer_id, is_transactional=transactional, size_bytes=size)
         return b.base_offset, b.last_offset
 
@@ -78,7 +79,8 @@ class StoreDriver:
         return r.base_offset, r.last_offset
 
     async def end_txn(self, producer_id: int, commit: bool, ts: int):
-        marker = await self.logs.write_transaction_marker(self.topic_id, 0, producer_id, 0, commit=commit, timestamp_ms=ts)
+        marker = await self.logs.write_transaction_marker(self.topic_id, 0, producer_id, 0, commit=commit,
+                                                          timestamp_ms=ts)
         self.check()
         return marker.base_offset
 

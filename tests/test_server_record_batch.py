@@ -156,3 +156,37 @@ def test_sequences_wrap_at_int32_max():
     assert last_sequence(10, 4) == 14
     assert last_sequence(2**31 - 2, 3) == 1
     assert last_sequence(-1, 3) == -1
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@st.composite
+def damaged_batches(draw):
+    data = bytearray(batch(draw(st.integers(1, 4)), producer_id=draw(st.sampled_from([-1, 5])), producer_epoch=0,
+                           base_sequence=0) * draw(st.integers(1, 2)))
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["flip", "cut", "grow", "set"]))
+        if kind == "flip" and data:
+            data[draw(st.integers(0, len(data) - 1))] ^= draw(st.integers(1, 255))
+        elif kind == "cut":
+            del data[draw(st.integers(0, len(data))):]
+        elif kind == "grow":
+            data += draw(st.binary(max_size=80))
+        elif kind == "set" and len(data) >= 12:
+            data[8:12] = draw(st.integers(-(2**31), 2**31 - 1)).to_bytes(4, "big", signed=True)
+    return bytes(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(damaged_batches())
+def test_any_damage_is_refused_with_a_kafka_code_or_still_valid(data):
+    try:
+        headers = validate_produce_batches(data, max_message_bytes=MAX)
+    except ShareError as exc:
+        assert exc.error in (Errors.CORRUPT_MESSAGE, Errors.INVALID_RECORD, Errors.MESSAGE_TOO_LARGE)
+        return
+    assert sum(h.size_bytes for h in headers) == len(data)
+    for h in headers:  # what passes is whole, consistent batches
+        assert h.magic == 2 and h.record_count == h.last_offset_delta + 1 >= 1

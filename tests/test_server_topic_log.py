@@ -61,7 +61,8 @@ class Harness:
         return os.path.join(self.path, "topics", "t-0")
 
     def read_all(self, read_committed=False):
-        return self.store.read(self.tid, 0, self.store.log_start_offset(self.tid, 0), 2**31, read_committed=read_committed)
+        start = self.store.log_start_offset(self.tid, 0)
+        return self.store.read(self.tid, 0, start, 2**31, read_committed=read_committed)
 
     def end(self) -> int:
         return self.store.log_end_offset(self.tid, 0)
@@ -266,7 +267,8 @@ def test_restart_rebuilds_the_index_across_segments(tmp_path):
     scenario(tmp_path, body, segment_bytes=700)
 
 
-@pytest.mark.parametrize("tail", [b"\x00" * 40, b"\x00" * 200, "half", "bad-crc-last"])
+@pytest.mark.parametrize("tail", [b"\x00" * 40, b"\x00" * 200, "half", "bad-crc-last"],
+                         ids=["zeros-40", "zeros-200", "half-batch", "bad-crc-last"])
 def test_a_torn_tail_is_truncated_on_open(tmp_path, tail):
     async def body(h):
         await h.append(produce_batch(2))
@@ -506,3 +508,99 @@ def test_idle_producers_expire_unless_in_a_transaction(tmp_path):
         assert (await h.append(produce_batch(1, producer_id=1, producer_epoch=0, base_sequence=9))).base_offset == 3
 
     scenario(tmp_path, body, producer_id_expiration_ms=HOUR_MS)
+
+
+def test_retention_keeps_the_active_segment_while_writes_are_on_their_way(tmp_path):
+    import threading
+
+    async def body(h):
+        for _ in range(4):
+            await h.append(produce_batch(2, timestamp_ms=1_000))
+        assert h.log.segment_count == 2
+        h.fsync.gate = gate = threading.Event()
+        pending = asyncio.ensure_future(h.append(produce_batch(1, timestamp_ms=1_000)))
+        await asyncio.sleep(0)
+        retention = asyncio.ensure_future(h.store.enforce_retention())
+        await asyncio.sleep(0)  # one loop turn: the task takes its decision before its first await
+        gate.set()
+        assert (await pending).base_offset == 8
+        assert await retention == [(h.tid, 0, 4)]  # only the older segment: the active one had a write queued
+        assert [b.base_offset for b in h.read_all().batches] == [4, 6, 8]
+        h.fsync.gate = None
+        assert await h.store.enforce_retention() == [(h.tid, 0, 9)]  # now all of it
+        await h.reopen()
+        assert (h.store.log_start_offset(h.tid, 0), h.end()) == (9, 9)
+
+    scenario(tmp_path, body, retention_ms=HOUR_MS, segment_bytes=2 * len(produce_batch(2)))
+
+
+def test_an_append_racing_a_whole_log_deletion_goes_to_a_new_segment(tmp_path):
+    import threading
+
+    async def body(h):
+        for _ in range(2):
+            await h.append(produce_batch(2, timestamp_ms=1_000))
+        h.fsync.gate = gate = threading.Event()  # holds retention's write of the new log start
+        retention = asyncio.ensure_future(h.store.enforce_retention())
+        await asyncio.sleep(0)  # one loop turn: the task takes its decision before its first await
+        racing = asyncio.ensure_future(h.append(produce_batch(3, timestamp_ms=h.clock.now_ms())))
+        await asyncio.sleep(0)
+        gate.set()
+        assert await retention == [(h.tid, 0, 4)]
+        assert (await racing).base_offset == 4
+        assert list_segment_bases(h.dir) == [4]
+        assert [b.base_offset for b in h.read_all().batches] == [4]
+        await h.reopen()
+        assert (h.store.log_start_offset(h.tid, 0), h.end()) == (4, 7)
+
+    scenario(tmp_path, body, retention_ms=HOUR_MS)
+
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(0, 400), garbage=st.binary(max_size=120), flip=st.integers(-1, 399))
+def test_any_damaged_segment_opens_to_a_valid_prefix_or_is_refused(tmp_path_factory, cut, garbage, flip):
+    """Whatever a crash or a bad disk leaves in the last segment, opening either keeps a prefix of whole
+    valid batches (and appends continue after it) or refuses with CorruptLogError; never anything else."""
+    from sharegroup.server.segment_files import scan_segment
+
+    directory = str(tmp_path_factory.mktemp("seg"))
+    batches = [stored_form(produce_batch(2, tag=b"%d" % i), 2 * i) for i in range(4)]
+    data = bytearray(b"".join(batches))
+    if 0 <= flip < len(data):
+        data[flip] ^= 0x5A
+    data = data[: len(data) - cut] + garbage
+    with open(os.path.join(directory, segment_file_name(0)), "wb") as f:
+        f.write(data)
+    try:
+        result = scan_segment(directory, 0, is_last=True, on_batch=lambda h, c: None)
+    except CorruptLogError:
+        return
+    segment = result.segment
+    try:
+        kept = segment.size_bytes
+        assert os.path.getsize(os.path.join(directory, segment_file_name(0))) == kept
+        whole = [len(b) for b in batches]
+        assert kept in [sum(whole[:k]) for k in range(5)]  # a prefix of whole batches
+        assert segment.next_offset == 2 * len(segment.index)
+    finally:
+        segment.close()
+
+
+def test_a_whole_last_batch_at_the_wrong_offset_is_corruption_not_a_torn_tail(tmp_path):
+    async def main():
+        h = Harness(str(tmp_path))
+        await h.open()
+        await h.append(produce_batch(2))
+        await h.append(produce_batch(2))
+        await h.store.close()
+        with open(os.path.join(h.dir, segment_file_name(0)), "r+b") as f:
+            f.seek(len(produce_batch(2)))
+            f.write((9).to_bytes(8, "big"))  # its CRC still checks out: no torn write looks like this
+        with pytest.raises(CorruptLogError, match="base offset 9, expected 2"):
+            await h.open()
+
+    run(main())

@@ -249,3 +249,104 @@ def test_topic_overrides_apply_and_accepted_kafka_keys_are_kept(tmp_path):
         assert store.topic_log_config("loose") == store.log_config
 
     with_store(tmp_path, body)
+
+
+def test_prometheus_collector_reads_the_store_at_scrape_time(tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    from sharegroup.server.topic_store_metrics import register_topic_store_metrics
+
+    async def body(store):
+        registry = CollectorRegistry()
+        register_topic_store_metrics(store, registry)
+        t = await store.create_topic("m", 2)
+        for _ in range(3):
+            await store.append(t.topic_id, 1, produce_batch(2), acks=-1)
+        await store.delete_records(t.topic_id, 1, 2)
+        sample = registry.get_sample_value
+        assert sample("sharegroup_topic_store_appended_batches_total") == 3
+        assert sample("sharegroup_topic_store_appended_bytes_total") == 3 * len(produce_batch(2))
+        assert sample("sharegroup_topic_store_partitions") == 2
+        assert sample("sharegroup_topic_log_end_offset", {"topic": "m", "partition": "1"}) == 6
+        assert sample("sharegroup_topic_log_start_offset", {"topic": "m", "partition": "1"}) == 2
+        assert sample("sharegroup_topic_log_end_offset", {"topic": "m", "partition": "0"}) == 0
+
+    with_store(tmp_path, body)
+
+
+def test_damaged_small_files_are_refused_by_name(tmp_path):
+    from sharegroup.server.segment_files import CorruptLogError
+
+    async def main():
+        store = await TopicStore.open(tmp_path, fsync=False)
+        t = await store.create_topic("t", 1)
+        await store.append(t.topic_id, 0, produce_batch(2), acks=-1)
+        await store.delete_records(t.topic_id, 0, 1)
+        await store.close()
+        for name in ("producer-ids", os.path.join("t-0", "log-start-offset")):
+            path = os.path.join(tmp_path, "topics", name)
+            with open(path, "rb") as f:
+                good = f.read()
+            with open(path, "wb") as f:
+                f.write(b"12x\n")
+            with pytest.raises(CorruptLogError, match=name.replace(os.sep, ".")):
+                await TopicStore.open(tmp_path, fsync=False)
+            with open(path, "wb") as f:
+                f.write(good)
+        store = await TopicStore.open(tmp_path, fsync=False)
+        assert store.log_start_offset(t.topic_id, 0) == 1
+        await store.close()
+
+    run(main())
+
+
+def test_delete_topic_removes_it_at_once_and_for_good(tmp_path):
+    async def main():
+        store = await TopicStore.open(tmp_path, fsync=CountingFsync())
+        t = await store.create_topic("gone", 2)
+        keep = await store.create_topic("kept", 1)
+        await store.append(t.topic_id, 1, produce_batch(3), acks=-1)
+        logs = [store.partition_log(t.topic_id, p) for p in (0, 1)]
+        queued = asyncio.ensure_future(store.append(t.topic_id, 0, produce_batch(1), acks=-1))
+        await asyncio.sleep(0)  # queued before the deletion: it still completes
+        assert await store.delete_topic("gone") == t
+        assert [log.closed for log in logs] == [True, True]
+        assert (await queued).base_offset == 0
+        assert store.topic_by_name("gone") is None and store.topic_by_id(t.topic_id) is None
+        with refused(Errors.UNKNOWN_TOPIC_OR_PARTITION):
+            await store.append(t.topic_id, 0, produce_batch(1), acks=-1)
+        with refused(Errors.UNKNOWN_TOPIC_OR_PARTITION):
+            await store.delete_topic("gone")
+        assert sorted(os.listdir(os.path.join(tmp_path, "topics"))) == [
+            ".lock", "kept-0", "producer-ids", "topics.json"]
+        again = await store.create_topic("gone", 1)
+        assert again.topic_id != t.topic_id and store.log_end_offset(again.topic_id, 0) == 0
+        await store.close()
+        store = await TopicStore.open(tmp_path, fsync=False)
+        assert sorted(store.topics()) == sorted([keep, again])
+        await store.close()
+
+    run(main())
+
+
+def test_a_deletion_cut_short_is_finished_on_open(tmp_path):
+    async def main():
+        store = await TopicStore.open(tmp_path, fsync=False)
+        t = await store.create_topic("half", 1)
+        await store.append(t.topic_id, 0, produce_batch(3), acks=-1)
+        await store.close()
+        root = os.path.join(tmp_path, "topics")
+        with open(os.path.join(root, "topics.json")) as f:
+            doc = json.load(f)
+        doc["topics"] = []  # the crash came after the metadata was written, before the directories went
+        with open(os.path.join(root, "topics.json"), "w") as f:
+            json.dump(doc, f)
+        os.makedirs(os.path.join(root, "other-0.00ff-delete"))
+        store = await TopicStore.open(tmp_path, fsync=False)
+        assert store.topics() == []
+        assert sorted(os.listdir(root)) == [".lock", "producer-ids", "topics.json"]
+        again = await store.create_topic("half", 1)
+        assert store.log_end_offset(again.topic_id, 0) == 0  # no old data comes back
+        await store.close()
+
+    run(main())

@@ -2,5 +2,6 @@
 
 The durable topic store lives in `topic_store` (all topics), `topic_log` (one partition's log),
 `segment_files` (segment files and their batch index), `producer_state` (idempotent producers and
-transactions), `record_batch` (RecordBatch v2 headers) and `log_config` (Kafka's log settings).
+transactions), `record_batch` (RecordBatch v2 headers), `log_config` (Kafka's log settings) and
+`topic_store_metrics` (its Prometheus collector).
 """

@@ -204,7 +204,8 @@ def _check_client_batch(header: BatchHeader, index: int) -> None:
         raise ShareError(Errors.INVALID_RECORD, f"batch {index}: record count {header.record_count}")
     if header.record_count != header.last_offset_delta + 1:
         raise ShareError(Errors.INVALID_RECORD,
-                         f"batch {index}: {header.record_count} records but offset deltas 0..{header.last_offset_delta}")
+                         f"batch {index}: {header.record_count} records but offset deltas "
+                         f"0..{header.last_offset_delta}")
     if header.is_control:
         raise ShareError(Errors.INVALID_RECORD, f"batch {index}: clients may not write control batches")
     if header.has_producer_id and (header.base_sequence < 0 or header.producer_epoch < 0):

@@ -10,9 +10,10 @@ batch headers, checking every batch's length, magic, CRC-32C and base offset on 
 Recovery rules (`scan_segment`): a batch that does not check out in the *last* segment, with no valid
 batch right after it, is a torn tail (a crash in the middle of a write that was never acknowledged:
 nothing is acknowledged before its fsync) and is truncated. Any other bad batch (in an earlier segment,
-or followed by a valid batch) is corruption in the middle of the log: `CorruptLogError` names the file
-and position, and nothing is changed. File primitives here take an injectable `fsync(fd)` so tests can
-count or fail fsyncs.
+followed by a valid batch, or a whole batch with a good CRC at the wrong base offset, which no torn
+write leaves) is corruption: `CorruptLogError` names the file and position, and nothing is changed. A
+flipped bit in the very last batch cannot be told from a torn write and is cut like one. File
+primitives here take an injectable `fsync(fd)` so tests can count or fail fsyncs.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "os_fsync",
     "fsync_dir",
     "write_file_atomically",
+    "read_offset_file",
     "segment_file_name",
     "list_segment_bases",
     "scan_segment",
@@ -106,6 +108,19 @@ def write_file_atomically(path: str, data: bytes, fsync: FsyncFn | None) -> None
     os.replace(tmp, path)
     if fsync is not None:
         fsync_dir(os.path.dirname(path) or ".", fsync)
+
+
+def read_offset_file(path: str) -> int | None:
+    """The offset in a file written as `b"%d\\n"` (None when there is no file); CorruptLogError when
+    the content is anything else."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64)
+    except FileNotFoundError:
+        return None
+    if not text.endswith(b"\n") or not text[:-1].isdigit() or len(text) > 21:
+        raise CorruptLogError(path, 0, f"not an offset: {text[:40]!r}")
+    return int(text)
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -215,6 +230,19 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def check(self) -> None:
+        """Invariants of the index, batch by batch: dense offsets, contiguous positions, the running
+        maximum timestamp, the size. O(batches)."""
+        idx = self.index
+        expected_base, expected_pos, running = self.base_offset, 0, -1
+        for i in range(len(idx)):
+            assert (idx.bases[i], idx.positions[i]) == (expected_base, expected_pos), (self.path, i)
+            assert idx.lasts[i] >= idx.bases[i] and idx.sizes[i] >= HEADER_BYTES
+            running = max(running, idx.max_ts[i])
+            assert idx.running_max_ts[i] == running
+            expected_base, expected_pos = idx.lasts[i] + 1, expected_pos + idx.sizes[i]
+        assert self.size_bytes == expected_pos and self.fd >= 0, self.path
 
 
 class SegmentWriter:
@@ -343,7 +371,10 @@ def scan_segment(directory: str, base_offset: int, *, is_last: bool,
                 fault = _batch_fault(buf, p, n, expected)
                 if fault is not None:
                     at = pos + p
-                    if not is_last or _valid_batch_follows(fd, buf, p, n, pos, file_size):
+                    # A torn write leaves a batch that does not check out; a whole batch (good CRC)
+                    # at the wrong offset is never one.
+                    wrong_offset = fault.startswith("base offset")
+                    if not is_last or wrong_offset or _valid_batch_follows(fd, buf, p, n, pos, file_size):
                         raise CorruptLogError(path, at, fault)
                     if truncate:
                         os.ftruncate(fd, at)

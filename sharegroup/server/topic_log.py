@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import os
+from concurrent.futures import Executor
 from typing import Callable, NamedTuple
 
 from sharegroup.errors import Errors, ShareError
@@ -56,6 +58,7 @@ from .segment_files import (
     SegmentWriter,
     fsync_dir,
     list_segment_bases,
+    read_offset_file,
     scan_segment,
     segment_file_name,
     write_file_atomically,
@@ -63,6 +66,7 @@ from .segment_files import (
 
 __all__ = ["TopicLog", "AppendResult", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
 
+_logger = logging.getLogger(__name__)
 LOG_START_FILE = "log-start-offset"
 MAX_QUEUED_BYTES = 64 * 2**20
 PARTITION_LEADER_EPOCH = 0  # the one leader epoch of this single node's partitions
@@ -111,8 +115,9 @@ class TopicLog:
     `close` from the event loop, and `read`, `offset_for` and the offset properties from anywhere on it."""
 
     def __init__(self, directory: str, config: LogConfig, fsync: FsyncFn | None,
-                 on_publish: Callable[[int], None] | None = None) -> None:
+                 on_publish: Callable[[int], None] | None = None, executor: Executor | None = None) -> None:
         self.directory = directory
+        self._executor = executor  # the worker threads for file I/O (None: the loop's default)
         self.config = config
         self._fsync = fsync
         self.on_publish = on_publish
@@ -145,12 +150,12 @@ class TopicLog:
 
     @classmethod
     def open(cls, directory: str, config: LogConfig, *, fsync: FsyncFn | None,
-             on_publish: Callable[[int], None] | None = None) -> TopicLog:
+             on_publish: Callable[[int], None] | None = None, executor: Executor | None = None) -> TopicLog:
         """Open (creating if needed) the log in `directory`: read the log start, delete segments wholly
         below it, scan every other segment (index, producer state, transactions), truncate a torn tail.
         Raises CorruptLogError for a bad batch that is not a torn tail. Blocking."""
         os.makedirs(directory, exist_ok=True)
-        log = cls(directory, config, fsync, on_publish)
+        log = cls(directory, config, fsync, on_publish, executor)
         try:
             log._recover()
         except BaseException:
@@ -164,7 +169,7 @@ class TopicLog:
             if name.endswith(".tmp"):
                 os.unlink(os.path.join(self.directory, name))
         bases = list_segment_bases(self.directory)
-        start = self._read_start_file()
+        start = read_offset_file(os.path.join(self.directory, LOG_START_FILE))
         if start is None:
             start = bases[0] if bases else 0
         elif bases and bases[0] > start:
@@ -183,6 +188,8 @@ class TopicLog:
             self._segment_bases.append(base)
             if result.truncated_at is not None:
                 self.truncated_bytes = file_size - result.truncated_at
+                _logger.warning("%s: cut a torn tail of %d bytes at byte %d (a write that was never acknowledged)",
+                                segment.path, self.truncated_bytes, result.truncated_at)
                 if self._fsync is not None:
                     self._fsync(segment.fd)
             expected = segment.next_offset
@@ -202,17 +209,6 @@ class TopicLog:
     def _replay(self, header: BatchHeader, control_type: int | None) -> None:
         self._producers.replay(header)
         self._txns.on_batch(header, control_type)
-
-    def _read_start_file(self) -> int | None:
-        path = os.path.join(self.directory, LOG_START_FILE)
-        try:
-            with open(path, "rb") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return None
-        if not text.endswith(b"\n") or not text[:-1].isdigit() or len(text) > 21:
-            raise CorruptLogError(path, 0, f"not a log start offset: {text[:40]!r}")
-        return int(text)
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -238,6 +234,11 @@ class TopicLog:
     @property
     def segment_count(self) -> int:
         return len(self._segments)
+
+    @property
+    def closed(self) -> bool:
+        """Closed: queued appends were written and the files closed (no append is taken any more)."""
+        return self._closed and self._writer is None and all(s.fd < 0 for s in self._segments)
 
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.entry(producer_id)
@@ -364,7 +365,7 @@ class TopicLog:
                 self._inflight = group
                 writes = [(p.new_segment, p.segment_base, p.position, p.data) for p in group]
                 try:
-                    new_segments, fsyncs = await loop.run_in_executor(None, self._files.write_group, writes)
+                    new_segments, fsyncs = await loop.run_in_executor(self._executor, self._files.write_group, writes)
                 except BaseException as exc:  # noqa: BLE001 - every failure fails the appends, never the loop
                     await self._fail(exc)
                     return
@@ -415,7 +416,7 @@ class TopicLog:
             raise exc
         published = self._segments[-1] if self._segments else None
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self._files.undo, published)
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._files.undo, published)
         except OSError:
             pass  # the log already refuses appends; reopening recovers from what is on disk
 
@@ -557,7 +558,7 @@ class TopicLog:
         deletes the segments wholly below the persisted start)."""
         loop = asyncio.get_running_loop()
         path = os.path.join(self.directory, LOG_START_FILE)
-        await loop.run_in_executor(None, write_file_atomically, path, b"%d\n" % new_start, self._fsync)
+        await loop.run_in_executor(self._executor, write_file_atomically, path, b"%d\n" % new_start, self._fsync)
         self._start = max(self._start, new_start)
         self._producers.truncate_head(self._start)
         self._txns.truncate_head(self._start)
@@ -573,7 +574,7 @@ class TopicLog:
             if self._fsync is not None:
                 fsync_dir(self.directory, self._fsync)
 
-        await loop.run_in_executor(None, remove)
+        await loop.run_in_executor(self._executor, remove)
         self._check()
 
     # -- closing -------------------------------------------------------------------------------
@@ -603,12 +604,4 @@ class TopicLog:
         if not deep:
             return
         for seg in self._segments:
-            idx = seg.index
-            expected_base, expected_pos, running = seg.base_offset, 0, -1
-            for i in range(len(idx)):
-                assert (idx.bases[i], idx.positions[i]) == (expected_base, expected_pos), (seg.path, i)
-                assert idx.lasts[i] >= idx.bases[i] and idx.sizes[i] >= 61
-                running = max(running, idx.max_ts[i])
-                assert idx.running_max_ts[i] == running
-                expected_base, expected_pos = idx.lasts[i] + 1, expected_pos + idx.sizes[i]
-            assert seg.size_bytes == expected_pos and seg.fd >= 0, seg.path
+            seg.check()

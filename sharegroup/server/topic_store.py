@@ -10,15 +10,21 @@ Layout of `DIR/topics/`::
 
 Interface (what the wire layer calls)::
 
-    store = await TopicStore.open(data_dir, log_config=LogConfig(...), clock=SystemClock(), fsync=True)
+    store = await TopicStore.open(data_dir, log_config=LogConfig(...), clock=SystemClock(), fsync=True,
+                                  io_threads=4)  # its own worker threads for file I/O
     store.topics() / topic_by_name(name) / topic_by_id(topic_id)          -> TopicInfo | None
     await store.create_topic(name, num_partitions=None, configs=None, *, replication_factor=-1,
                              validate_only=False)                        -> TopicInfo
     await store.auto_create_topic(name)     -> TopicInfo | None (None when auto-creation is off)
+    await store.delete_topic(name)          -> TopicInfo (UNKNOWN_TOPIC_OR_PARTITION when absent)
     await store.append(topic_id, partition, records, *, acks, max_batches=1) -> AppendResult
     store.init_producer_id(transactional_id=None, producer_id=-1, producer_epoch=-1) -> (id, epoch)
     store.subscribe(listener)   # listener(topic_id, partition, log_end_offset) after every publish
     PartitionLogs: has_partition, log_start_offset, log_end_offset, last_stable_offset, read, offset_for
+                # read(...).batches[i].records: a memoryview of the stored batch bytes (base offset set),
+                # ready to be concatenated into a fetch response as they are
+    store.topic_configs(name) / topic_log_config(name) / partition_log(topic_id, partition)
+    store.stats()                           # counters for metrics (topic_store_metrics)
     await store.delete_records(topic_id, partition, before_offset)        -> new log start offset
     await store.enforce_retention()        -> [(topic_id, partition, new_log_start_offset), ...]
     await store.write_transaction_marker(topic_id, partition, producer_id, producer_epoch, commit=...)
@@ -46,8 +52,10 @@ import json
 import logging
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from sharegroup.clock import Clock, SystemClock
@@ -55,7 +63,7 @@ from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogRead
 
 from .log_config import LogConfig
-from .segment_files import FsyncFn, os_fsync, write_file_atomically
+from .segment_files import FsyncFn, fsync_dir, os_fsync, read_offset_file, write_file_atomically
 from .topic_log import AppendResult, TopicLog
 
 __all__ = ["TopicStore", "TopicInfo", "AppendResult", "LogConfig", "StoreLockedError", "MAX_PARTITIONS_PER_TOPIC",
@@ -69,6 +77,7 @@ LOCK_FILE = ".lock"
 MAX_PARTITIONS_PER_TOPIC = 10_000
 PRODUCER_ID_BLOCK_SIZE = 1000
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_PARTITION_DIR = re.compile(r"[a-zA-Z0-9._-]{1,249}-\d+")
 
 
 class StoreLockedError(OSError):
@@ -113,8 +122,10 @@ def _new_topic_id() -> uuid.UUID:
 class TopicStore:
     """The durable topics of one broker. Open with `await TopicStore.open(...)`."""
 
-    def __init__(self, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None, lock_fd: int) -> None:
+    def __init__(self, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None, lock_fd: int,
+                 executor: ThreadPoolExecutor) -> None:
         self._root = root
+        self._executor = executor
         self.log_config = log_config
         self._clock = clock
         self._fsync = fsync
@@ -131,7 +142,7 @@ class TopicStore:
 
     @classmethod
     async def open(cls, data_dir: str | os.PathLike, *, log_config: LogConfig | None = None,
-                   clock: Clock | None = None, fsync: bool | FsyncFn = True) -> TopicStore:
+                   clock: Clock | None = None, fsync: bool | FsyncFn = True, io_threads: int = 4) -> TopicStore:
         """Open (creating if needed) the topic store under `data_dir/topics`: read the topics, open and
         recover every partition log (segment_files: torn tails truncated, corruption refused with
         CorruptLogError), reserve a block of producer ids. `fsync` is True (fdatasync), False (no
@@ -144,14 +155,23 @@ class TopicStore:
             fsync_fn = fsync
         else:
             raise ValueError(f"fsync must be a bool or a function of a file descriptor, not {fsync!r}")
+        if isinstance(io_threads, bool) or not isinstance(io_threads, int) or io_threads < 1:
+            raise ValueError(f"io_threads must be an int >= 1, not {io_threads!r}")
         root = os.path.join(os.fspath(data_dir), "topics")
+        # Topic writes and fsyncs get threads of their own, so that a busy disk for topics never queues
+        # the share-state persister's writes (which use the loop's default executor) behind them.
+        executor = ThreadPoolExecutor(io_threads, thread_name_prefix="topic-store")
         loop = asyncio.get_running_loop()
-        store = await loop.run_in_executor(None, cls._open_blocking, root, log_config or LogConfig(),
-                                           clock or SystemClock(), fsync_fn)
-        return store
+        try:
+            return await loop.run_in_executor(executor, cls._open_blocking, root, log_config or LogConfig(),
+                                              clock or SystemClock(), fsync_fn, executor)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
 
     @classmethod
-    def _open_blocking(cls, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None) -> TopicStore:
+    def _open_blocking(cls, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None,
+                       executor: ThreadPoolExecutor) -> TopicStore:
         os.makedirs(root, exist_ok=True)
         lock_fd = os.open(os.path.join(root, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -159,10 +179,12 @@ class TopicStore:
         except BlockingIOError:
             os.close(lock_fd)
             raise StoreLockedError(f"{root} is open by another topic store") from None
-        store = cls(root, log_config, clock, fsync, lock_fd)
+        store = cls(root, log_config, clock, fsync, lock_fd, executor)
         try:
             for info, configs in store._read_topics():
                 store._register(store._open_topic(info, configs))
+            if os.path.exists(os.path.join(root, TOPICS_FILE)):
+                store._finish_deletions()
             store._read_producer_ids()
             store._reserve_producer_ids()
         except BaseException:
@@ -191,7 +213,8 @@ class TopicStore:
             for partition in range(info.num_partitions):
                 directory = os.path.join(self._root, f"{info.name}-{partition}")
                 topic.logs.append(TopicLog.open(directory, topic.config, fsync=self._fsync,
-                                                on_publish=self._publisher(info.topic_id, partition)))
+                                                on_publish=self._publisher(info.topic_id, partition),
+                                                executor=self._executor))
         except BaseException:
             for log in topic.logs:
                 log._close_files()
@@ -229,6 +252,7 @@ class TopicStore:
             for log in topic.logs:
                 await log.close()
         self._close_blocking()
+        self._executor.shutdown(wait=True)
 
     def _close_blocking(self) -> None:
         for topic in self._by_name.values():
@@ -272,7 +296,8 @@ class TopicStore:
         if num_partitions is None or num_partitions == -1:
             num_partitions = self.log_config.num_partitions
         if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions < 1:
-            raise ShareError(Errors.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions!r}")
+            raise ShareError(Errors.INVALID_PARTITIONS,
+                             f"number of partitions must be at least 1, got {num_partitions!r}")
         if num_partitions > MAX_PARTITIONS_PER_TOPIC:
             raise ShareError(Errors.INVALID_PARTITIONS,
                              f"{num_partitions} partitions is more than this broker's {MAX_PARTITIONS_PER_TOPIC}")
@@ -298,7 +323,7 @@ class TopicStore:
             listed = [(t.info, t.configs) for t in self._by_name.values()] + [(info, str_configs)]
             loop = asyncio.get_running_loop()
             try:
-                topic = await loop.run_in_executor(None, self._create_blocking, listed, info, str_configs)
+                topic = await loop.run_in_executor(self._executor, self._create_blocking, listed, info, str_configs)
             except OSError as exc:
                 raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"creating topic {name!r}: {exc}") from exc
             self._register(topic)
@@ -310,6 +335,50 @@ class TopicStore:
         # (empty) on the next open.
         self._write_topics(listed)
         return self._open_topic(info, configs)
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        """Kafka's DeleteTopics for one topic: it disappears at once (appends and reads answer
+        UNKNOWN_TOPIC_OR_PARTITION), queued appends finish, then its metadata and its partition
+        directories are removed. UNKNOWN_TOPIC_OR_PARTITION when there is no such topic."""
+        self._check_open()
+        async with self._metadata_lock:
+            topic = self._by_name.get(name)
+            if topic is None:
+                raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+            del self._by_name[name], self._by_id[topic.info.topic_id]
+            for log in topic.logs:
+                await log.close()
+            listed = [(t.info, t.configs) for t in self._by_name.values()]
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._delete_blocking, listed,
+                                                                 topic.info)
+            except OSError as exc:
+                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"deleting topic {name!r}: {exc}") from exc
+            return topic.info
+
+    def _delete_blocking(self, listed: list[tuple[TopicInfo, dict[str, str]]], info: TopicInfo) -> None:
+        # Metadata first, then the directories: a crash in between leaves directories no topic owns,
+        # which the next open removes (_finish_deletions), so a topic created later under the same name
+        # never finds old data.
+        self._write_topics(listed)
+        for partition in range(info.num_partitions):
+            path = os.path.join(self._root, f"{info.name}-{partition}")
+            if os.path.isdir(path):
+                os.rename(path, f"{path}.{info.topic_id.hex}-delete")
+        if self._fsync is not None:
+            fsync_dir(self._root, self._fsync)
+        self._finish_deletions()
+
+    def _finish_deletions(self) -> None:
+        """Remove directories of deleted topics: renamed ones (`…-delete`) and partition directories
+        that no topic in topics.json owns (a deletion cut short after its metadata was written)."""
+        owned = {f"{t.info.name}-{p}" for t in self._by_name.values() for p in range(t.info.num_partitions)}
+        for entry in os.listdir(self._root):
+            path = os.path.join(self._root, entry)
+            if not os.path.isdir(path) or entry in owned:
+                continue
+            if entry.endswith("-delete") or _PARTITION_DIR.fullmatch(entry):
+                shutil.rmtree(path)
 
     async def auto_create_topic(self, name: str) -> TopicInfo | None:
         """The topic, created with the defaults when it does not exist and `auto.create.topics.enable`
@@ -364,15 +433,9 @@ class TopicStore:
         return pid, 0
 
     def _read_producer_ids(self) -> None:
-        path = os.path.join(self._root, PRODUCER_IDS_FILE)
-        try:
-            with open(path, "rb") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return
-        if not text.endswith(b"\n") or not text[:-1].isdigit():
-            raise ValueError(f"{path}: not a producer id block end: {text[:40]!r}")
-        self._next_producer_id = self._producer_id_block_end = int(text)
+        end = read_offset_file(os.path.join(self._root, PRODUCER_IDS_FILE))
+        if end is not None:
+            self._next_producer_id = self._producer_id_block_end = end
 
     def _reserve_producer_ids(self) -> None:
         end = self._producer_id_block_end + PRODUCER_ID_BLOCK_SIZE
