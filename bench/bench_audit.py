@@ -27,8 +27,10 @@ import pytest
 from sharegroup.audit import AuditEnvironmentError, AuditOptions, replay_log
 from sharegroup.audit.synthetic import write_synthetic_log
 
-RECORDS = int(os.environ.get("SHAREGROUP_BENCH_AUDIT_RECORDS", "1000000"))
-ROUNDS = int(os.environ.get("SHAREGROUP_BENCH_AUDIT_ROUNDS", "3"))
+# `make test` smoke-runs every benchmark once (SHAREGROUP_BENCH_SMOKE=1) on a small log.
+SMOKE = os.environ.get("SHAREGROUP_BENCH_SMOKE") == "1"
+RECORDS = int(os.environ.get("SHAREGROUP_BENCH_AUDIT_RECORDS", "20000" if SMOKE else "1000000"))
+ROUNDS = int(os.environ.get("SHAREGROUP_BENCH_AUDIT_ROUNDS", "1" if SMOKE else "3"))
 KEYS = 1_000
 RECORDS_PER_SNAPSHOT = 100
 DELIVERY_COUNT_LIMIT = 5

@@ -227,7 +227,9 @@ def test_durable_write_throughput_and_latency(benchmark, capsys, tmp_path):
 # -- recovery -----------------------------------------------------------------------------------
 
 KEYS = 10_000
-RECORDS = 1_000_000
+# `make test` smoke-runs every benchmark once (SHAREGROUP_BENCH_SMOKE=1) on a tenth of the history.
+SMOKE = os.environ.get("SHAREGROUP_BENCH_SMOKE") == "1"
+RECORDS = 100_000 if SMOKE else 1_000_000
 N = 9  # deltas between checkpoints: a checkpoint every 10th record of a key
 RECOVERY_SEGMENT_BYTES = 32 * 2**20
 
@@ -328,7 +330,7 @@ def test_recovery_of_a_million_records_and_after_pruning(benchmark, capsys, tmp_
 
 # -- the frame codec twins ------------------------------------------------------------------------
 
-CODEC_RECORDS = 200_000
+CODEC_RECORDS = 50_000 if SMOKE else 200_000
 
 
 def _codec_twins():
