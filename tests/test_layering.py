@@ -101,3 +101,27 @@ def test_the_manager_imports_only_vocabulary_the_core_and_services_never_an_edge
             sub = sharegroup_module(name)
             assert sub is None or sub in allowed, (path.name, name)
             assert name.split(".")[0] not in {"persister", "prometheus_client", "pyspark"}, (path.name, name)
+
+
+EDGE_MODULES = {"cli", "demo", "simulation", "walkthrough", "metrics", "progress_bar", "audit", "server",
+                "__main__"}
+
+
+def _is_edge(sub: str) -> bool:
+    return sub in EDGE_MODULES or sub.startswith("demo")
+
+
+def test_services_never_import_an_edge():
+    """Layer 3 (SharePartition, the manager, the group coordinator) never imports layer 4."""
+    services = [ROOT / "sharegroup" / "partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
+                *MANAGER]
+    for path in services:
+        for name in imports_of(path):
+            sub = sharegroup_module(name)
+            assert sub is None or not _is_edge(sub), (path.name, name)
+
+
+def test_the_edge_list_names_real_modules():
+    """The edge list above is not stale: each name is a module or package of sharegroup."""
+    for sub in EDGE_MODULES:
+        assert (ROOT / "sharegroup" / f"{sub}.py").exists() or (ROOT / "sharegroup" / sub).is_dir(), sub

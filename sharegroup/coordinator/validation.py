@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from ..errors import Errors, ShareError
+from ..types import is_plain_int
 
 __all__ = [
     "MAX_MEMBER_ID_LENGTH",
@@ -29,10 +30,6 @@ def invalid(message: str) -> ShareError:
     return ShareError(Errors.INVALID_REQUEST, message)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def check_group_id(group_id: Any, error: Errors = Errors.INVALID_REQUEST) -> str:
     """A heartbeat with a blank group id is INVALID_REQUEST; the admin APIs answer INVALID_GROUP_ID."""
     if not isinstance(group_id, str) or not group_id.strip():
@@ -41,7 +38,7 @@ def check_group_id(group_id: Any, error: Errors = Errors.INVALID_REQUEST) -> str
 
 
 def check_member_epoch(member_epoch: Any) -> int:
-    if not _is_int(member_epoch) or not -1 <= member_epoch <= _INT32_MAX:
+    if not is_plain_int(member_epoch) or not -1 <= member_epoch <= _INT32_MAX:
         raise invalid(f"MemberEpoch must be an int32 >= -1, got {member_epoch!r}.")
     return member_epoch
 
@@ -99,4 +96,4 @@ def check_topic_id(topic_id: Any) -> uuid.UUID:
 
 def check_partition(partition: Any) -> bool:
     """Whether `partition` is a valid partition index (an int32 >= 0)."""
-    return _is_int(partition) and 0 <= partition <= _INT32_MAX
+    return is_plain_int(partition) and 0 <= partition <= _INT32_MAX
