@@ -12,6 +12,7 @@ from sharegroup.in_flight import InFlightTracker as PureTracker
 from sharegroup.logs import PartitionLogs
 from sharegroup.memory_logs import InMemoryPartitionLogs
 from sharegroup.persistence import Persister
+from sharegroup.server.topic_store import TopicStore
 from sharegroup.tracker import InFlightTrackerProtocol
 
 
@@ -33,3 +34,7 @@ def in_memory_persister_is_a_persister(persister: InMemoryPersister) -> Persiste
 
 def in_memory_logs_are_partition_logs(logs: InMemoryPartitionLogs) -> PartitionLogs:
     return logs
+
+
+def topic_store_is_partition_logs(store: TopicStore) -> PartitionLogs:
+    return store
