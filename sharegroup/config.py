@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-__all__ = ["BrokerConfig", "ShareGroupConfig", "parse_iso8601_duration_ms"]
+__all__ = ["BrokerConfig", "ShareGroupConfig", "int_properties", "parse_iso8601_duration_ms"]
 
 _AUTO_OFFSET_RESETS = ("latest", "earliest")
 _ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -151,6 +151,26 @@ _BROKER_KEYS: dict[str, tuple[str, int, int]] = {
 }
 
 
+def int_properties(properties: Mapping[str, Any], by_key: Mapping[str, str], what: str) -> dict[str, int]:
+    """Integer-valued Kafka properties (ints, or strings as in a properties file) by field name.
+
+    `by_key` maps each accepted Kafka key to its field; an unknown key, a bool or a value that is no
+    integer raises `ValueError` naming the key, so a typo is never silently ignored.
+    """
+    values: dict[str, int] = {}
+    for key, raw in properties.items():
+        name = by_key.get(key)
+        if name is None:
+            raise ValueError(f"unknown {what} {key!r}")
+        if isinstance(raw, bool):
+            raise ValueError(f"{key} must be an integer, got {raw!r}")
+        try:
+            values[name] = raw if isinstance(raw, int) else int(str(raw).strip())
+        except ValueError:
+            raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Broker-wide settings of the share path (Kafka's `group.share.*` broker keys); validated on
@@ -195,18 +215,7 @@ class BrokerConfig:
         Unknown keys raise `ValueError`, so a typo is not silently ignored.
         """
         by_key = {key: name for name, (key, _lo, _hi) in _BROKER_KEYS.items()}
-        values: dict[str, Any] = {}
-        for key, raw in properties.items():
-            name = by_key.get(key)
-            if name is None:
-                raise ValueError(f"unknown broker share property {key!r}")
-            if isinstance(raw, bool):
-                raise ValueError(f"{key} must be an integer, got {raw!r}")
-            try:
-                values[name] = raw if isinstance(raw, int) else int(str(raw).strip())
-            except ValueError:
-                raise ValueError(f"{key} must be an integer, got {raw!r}") from None
-        return cls(**values)
+        return cls(**int_properties(properties, by_key, "broker share property"))
 
     def to_properties(self) -> dict[str, str]:
         """The Kafka broker properties equal to this configuration."""

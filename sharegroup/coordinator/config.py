@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
+from ..config import int_properties
+
 __all__ = ["GroupConfig"]
 
 # field -> (Kafka key, min, max)
@@ -69,18 +71,7 @@ class GroupConfig:
         by_key = {key: name for name, (key, _lo, _hi) in _BOUNDS.items()}
         by_key["group.share.session.timeout.ms"] = "session_timeout_ms"
         by_key["group.share.heartbeat.interval.ms"] = "heartbeat_interval_ms"
-        values: dict[str, Any] = {}
-        for key, raw in properties.items():
-            name = by_key.get(key)
-            if name is None:
-                raise ValueError(f"unknown group coordinator property {key!r}")
-            if isinstance(raw, bool):
-                raise ValueError(f"{key} must be an integer, got {raw!r}")
-            try:
-                values[name] = raw if isinstance(raw, int) else int(str(raw).strip())
-            except ValueError:
-                raise ValueError(f"{key} must be an integer, got {raw!r}") from None
-        return cls(**values)
+        return cls(**int_properties(properties, by_key, "group coordinator property"))
 
     def to_properties(self) -> dict[str, str]:
         """The Kafka broker properties equal to this configuration."""
