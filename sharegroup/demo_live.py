@@ -52,7 +52,8 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 
 
-def serve_arguments(data_dir: str, partitions: int, delivery_count_limit: int) -> list[str]:
+def serve_arguments(data_dir: str, partitions: int, delivery_count_limit: int,
+                    metrics_port: int | None = None) -> list[str]:
     """The `sharegroup serve` options of the demo: Kafka's configs with short timings."""
     overrides = {
         "num.partitions": partitions,
@@ -74,6 +75,8 @@ def serve_arguments(data_dir: str, partitions: int, delivery_count_limit: int) -
         args += ["--override", f"{key}={value}"]
     for key, value in group_configs.items():
         args += ["--group-config", f"{key}={value}"]
+    if metrics_port is not None:
+        args += ["--metrics-port", str(metrics_port)]
     return args
 
 
@@ -128,9 +131,10 @@ def run_live_demo(
     data_dir: str | os.PathLike = "./sharegroup-data",
     partitions: int = 3,
     consumers: int = 4,
-    records: int = 30_000,
+    records: int = 50_000,
     duration_s: float = 60.0,
     seed: int = 932,
+    metrics_port: int | None = None,
     delivery_count_limit: int = 5,
     rates: LiveRates | None = None,
     kill_at_batch: int = 3,
@@ -144,7 +148,7 @@ def run_live_demo(
 ) -> LiveSummary:
     """Run the live demo (see the module doc) and, unless `audit=False`, the audit of its share-state log.
 
-    `kill_at_batch`: the second consumer is SIGKILLed in the middle of its batch number `kill_at_batch`
+    `metrics_port` (0: any free port) is serve's Prometheus endpoint. `kill_at_batch`: the second consumer is SIGKILLed in the middle of its batch number `kill_at_batch`
     (0: no kill; there is none with a single consumer). `duration_s` bounds the consuming. Raises
     DemoError when it cannot start; the summary's `exit_code` tells the outcome.
     """
@@ -168,11 +172,15 @@ def run_live_demo(
     how_text = {"new": "new", "fresh": "wiped, starting fresh", "kept": "kept (--keep)"}[how]
     print_fn(f"broker data: {data_dir} ({how_text}); share-state log {os.path.join(data_dir, 'share-state')}")
 
-    serve = ServeSubprocess(serve_arguments(data_dir, partitions, delivery_count_limit),
+    serve = ServeSubprocess(serve_arguments(data_dir, partitions, delivery_count_limit, metrics_port),
                             os.path.join(data_dir, "serve.log"))
     summary.bootstrap = serve.bootstrap
     print_fn(f"broker: sharegroup serve (pid {serve.proc.pid}) listening on {serve.bootstrap}, "
              f"log {serve.log_path}")
+    for line in serve.log_tail().splitlines():  # serve names its metrics endpoint before it is ready
+        if " metrics on " in line:
+            summary.metrics_url = line.split(" metrics on ", 1)[1].strip()
+            print_fn(f"metrics: {summary.metrics_url}")
     try:
         _create_topic(serve.bootstrap, topic, partitions)
         stream = sys.stderr if progress is True else None if progress is False else progress

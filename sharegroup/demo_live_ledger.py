@@ -83,7 +83,7 @@ class LiveLedger:
         self.redeliveries = 0
         self.acks = {AcknowledgeType.ACCEPT: 0, AcknowledgeType.RELEASE: 0, AcknowledgeType.REJECT: 0}
         self.ack_failures = 0
-        self.held_at_kill = 0
+        self.held: list[tuple[int, int, int]] = []  # (partition, offset, delivery count) the killed consumer held
         self.outcomes = {outcome: 0 for outcome in LiveOutcome}
         self.problem_count = 0
         self.problems: list[str] = []
@@ -136,7 +136,7 @@ class LiveLedger:
         with the highest count implies; a delivery that ended the record must be its last one."""
         at_limit = d.delivery_count >= self.delivery_count_limit
         if held:
-            self.held_at_kill += 1
+            self.held.append((d.partition, d.offset, d.delivery_count))
             outcome = LiveOutcome.KILLED_AT_LIMIT if at_limit else LiveOutcome.IN_FLIGHT
         elif not d.ack_ok:
             self.ack_failures += 1
@@ -158,6 +158,15 @@ class LiveLedger:
         self.outcomes[outcome] += 1
         self.done += (outcome != LiveOutcome.IN_FLIGHT) - (record.outcome != LiveOutcome.IN_FLIGHT)
         record.outcome = outcome
+
+    @property
+    def held_at_kill(self) -> int:
+        return len(self.held)
+
+    def outcome_of(self, partition: int, offset: int) -> tuple[LiveOutcome, int]:
+        """(outcome, highest delivery count seen) of one record."""
+        record = self.records[(partition, offset)]
+        return record.outcome, record.top_count
 
     @property
     def unseen_deliveries(self) -> int:
