@@ -159,6 +159,11 @@ def run_live_demo(
             raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
     if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not duration_s > 0:
         raise ValueError(f"duration_s must be a number > 0, got {duration_s!r}")
+    try:
+        import confluent_kafka  # noqa: F401  (the children and the producer need it)
+    except ImportError:
+        raise DemoError("the live demo needs the Kafka client: pip install confluent-kafka "
+                        "(or run `sharegroup demo --simulated`)") from None
     rates = rates or LiveRates()
     data_dir = os.fspath(data_dir)
     how = prepare_serve_data_dir(data_dir, keep)
@@ -192,6 +197,7 @@ def run_live_demo(
     if summary.serve_exit_code != 0:
         summary.consumer_errors.append(f"sharegroup serve exited {summary.serve_exit_code}: {serve.log_tail()}")
     summary.outcome_problems = ledger.outcome_problems(killed=summary.killed_consumer is not None)
+    ledger._check()
     summary.durable_state_problems = asyncio.run(_check_on_disk(summary))
     for line in summary.lines():
         print_fn(line)
