@@ -108,7 +108,8 @@ class ServeSubprocess:
         return f"{self.host}:{self.port}"
 
     def log_tail(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         with open(self.log_path) as f:
             return f.read()[-2000:]
 
@@ -148,9 +149,10 @@ def run_live_demo(
 ) -> LiveSummary:
     """Run the live demo (see the module doc) and, unless `audit=False`, the audit of its share-state log.
 
-    `metrics_port` (0: any free port) is serve's Prometheus endpoint. `kill_at_batch`: the second consumer is SIGKILLed in the middle of its batch number `kill_at_batch`
-    (0: no kill; there is none with a single consumer). `duration_s` bounds the consuming. Raises
-    DemoError when it cannot start; the summary's `exit_code` tells the outcome.
+    `metrics_port` (0: any free port) is serve's Prometheus endpoint. `kill_at_batch`: the second consumer
+    is SIGKILLed in the middle of its batch number `kill_at_batch` (0: no kill; there is none with a
+    single consumer). `duration_s` bounds the consuming. Raises DemoError when it cannot start; the
+    summary's `exit_code` tells the outcome.
     """
     limits = (("partitions", partitions, 1, 1000), ("consumers", consumers, 1, 200), ("records", records, 1, 10**8),
               ("delivery_count_limit", delivery_count_limit, 2, 10), ("kill_at_batch", kill_at_batch, 0, 10**6))

@@ -77,8 +77,9 @@ class LiveSummary:
         if self.killed_consumer is None:
             kill = "no consumer was killed"
         else:
-            kill = (f"consumer {self.killed_consumer} SIGKILLed mid-batch: {n(self.killed_acked)} acknowledged, "
-                    f"{n(self.killed_held)} held")
+            redelivered = sum(1 for p, o, count in ledger.held if ledger.outcome_of(p, o)[1] > count)
+            kill = (f"consumer {self.killed_consumer} SIGKILLed mid-batch after acknowledging "
+                    f"{n(self.killed_acked)}; its connection closed, {n(redelivered)} redelivered to the others")
         ends = sum(self.log_end_offsets.values())
         rows: list[tuple[str, str, str]] = [
             ("records produced", n(self.produced),
