@@ -276,15 +276,16 @@ def _prepare_data_dir(data_dir: str, keep: bool) -> str:
 
 
 SERVE_SUBDIRS = ("topics", "share-state", "groups")  # what `sharegroup serve` keeps in its data directory
+SERVE_FILES = ("meta.properties", "serve.log")  # serve's cluster id; the live demo's copy of serve's stderr
 
 
 def prepare_serve_data_dir(data_dir: str, keep: bool) -> str:
     """Make `data_dir` ready for the live demo's `sharegroup serve`; returns "new", "fresh" or "kept".
 
     The same rules as for the simulated demo's state log: only a directory the demo created (it holds
-    the marker file) is ever wiped, and then only what serve keeps there (its topic logs, share state
-    and group records) and the files of an earlier simulated run; never while a broker holds its state
-    log open. Without `keep`, any other non-empty directory is refused.
+    the marker file) is ever wiped, and then only what serve keeps there (its topic logs, share state,
+    group records and cluster id), the demo's serve log and the files of an earlier simulated run; never
+    while a broker holds its state log open. Without `keep`, any other non-empty directory is refused.
     """
     import shutil
 
@@ -296,6 +297,10 @@ def prepare_serve_data_dir(data_dir: str, keep: bool) -> str:
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path)
                     wiped = True
+            for name in SERVE_FILES:
+                path = os.path.join(data_dir, name)
+                if os.path.isfile(path):
+                    os.unlink(path)
         how = _prepare_data_dir(data_dir, keep)  # also an earlier simulated run's state log files
         return "fresh" if wiped or how == "fresh" else how
     return _prepare_data_dir(data_dir, keep)

@@ -134,8 +134,10 @@ def test_the_data_directory_is_wiped_only_when_the_demo_made_it(tmp_path):
     for sub in ("topics", "share-state", "groups"):
         (data / sub).mkdir()
         (data / sub / "x").write_text("old")
+    (data / "meta.properties").write_text("cluster.id=old\n")
+    (data / "notes.txt").write_text("someone's")
     assert prepare_serve_data_dir(str(data), keep=False) == "fresh"
-    assert sorted(os.listdir(data)) == [DATA_DIR_MARKER]
+    assert sorted(os.listdir(data)) == [DATA_DIR_MARKER, "notes.txt"]
     other = tmp_path / "other"
     (other / "topics").mkdir(parents=True)
     with pytest.raises(DemoError, match="not empty and was not created by the demo"):
