@@ -49,28 +49,30 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="run share consumers against the engine with a durable state log, then audit the log",
-        description="Producers append to an in-memory topic of several partitions while one share group of "
-        "simulated consumers acquires records from the share-partition leaders and accepts most, releases "
-        "some, rejects malformed ones, fails on poison records until they reach the delivery count limit, "
-        "and sometimes crashes (its locks expire and the records are redelivered). Share-partition state is "
-        "kept durable by the share coordinator in a state log on disk. Time is simulated, so the run is fast "
-        "and the same seed gives the same run. A progress bar shows while it runs; then a summary table, a "
-        "check that the durable state replayed from disk equals every leader's, and the Spark audit of the "
-        "state log (needs PySpark and Java 17+; skip it with --no-audit).",
+        description="Start `sharegroup serve` on a free port with its data in DIR, produce orders with a real "
+        "confluent_kafka Producer (acks=all, idempotent) and consume them with real confluent_kafka ShareConsumers in "
+        "child processes: they accept most, release some (transient failures), reject malformed ones and keep "
+        "releasing poison records until the broker archives them at the delivery count limit; one consumer is "
+        "killed (SIGKILL) mid-batch and its records are redelivered to the others. A progress bar shows while it "
+        "runs; then a summary (end-to-end records/s, deliveries, redeliveries, archived by reason), a check that "
+        "every record ended as the consumers' acknowledgements imply and that the durable state read back from "
+        "disk agrees, and the Spark audit of the broker's share-state log (needs PySpark and Java 17+; skip it "
+        "with --no-audit). --simulated runs the in-process simulation instead: simulated consumers on simulated "
+        "time, fast, and the same seed gives the same run (no Kafka client needed).",
         epilog=_EPILOG,
     )
     demo.add_argument("--data", metavar="DIR", default="./sharegroup-data",
-                      help="state log directory (default: %(default)s); an earlier demo's log there is wiped "
-                      "unless --keep")
+                      help="data directory (the broker's, or with --simulated the state log's; default: "
+                      "%(default)s); an earlier demo's data there is wiped unless --keep")
     demo.add_argument("--partitions", type=_int_in(1, 1000), default=3, metavar="N",
                       help="partitions of the topic (default: %(default)s)")
     demo.add_argument("--consumers", type=_int_in(1, 200), default=4, metavar="N",
                       help="share consumers in the group (default: %(default)s)")
-    demo.add_argument("--records", type=_int_in(1, 10**9), default=100_000, metavar="N",
-                      help="records to produce (default: %(default)s)")
-    demo.add_argument("--duration", type=_seconds, default=30.0, metavar="SECONDS",
+    demo.add_argument("--records", type=_int_in(1, 10**9), default=None, metavar="N",
+                      help="records to produce (default: 50000; 100000 with --simulated)")
+    demo.add_argument("--duration", type=_seconds, default=None, metavar="SECONDS",
                       help="wall-clock limit of the run: consumers stop then, and records not yet done stay in "
-                      "flight (default: %(default)s)")
+                      "flight (default: 60; 30 with --simulated)")
     demo.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=932, metavar="N",
                       help="seed of the workload: which records are poison, malformed, released, who crashes "
                       "(default: %(default)s)")
@@ -83,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="skip the Spark audit of the state log")
     demo.add_argument("--master", default="local[2]", metavar="URL",
                       help="Spark master of the audit (default: %(default)s)")
+    demo.add_argument("--simulated", action="store_true",
+                      help="run the in-process simulation instead of the broker and real clients: simulated "
+                      "consumers on simulated time, deterministic for a seed")
     demo.add_argument("--walkthrough", action="store_true",
                       help="instead, walk through KIP-932's worked example on one share-partition, step by step "
                       "(the other options are ignored)")
@@ -156,6 +161,8 @@ def _demo(args: argparse.Namespace) -> int:
         clock = ManualClock(0)
         asyncio.run(walkthrough(InMemoryPersister(clock=clock), clock))
         return 0
+    if not args.simulated:
+        return _live_demo(args)
     import asyncio
 
     from persister import CorruptLogError, LogLockedError
@@ -168,8 +175,8 @@ def _demo(args: argparse.Namespace) -> int:
                 data_dir=args.data,
                 partitions=args.partitions,
                 consumers=args.consumers,
-                records=args.records,
-                duration_s=args.duration,
+                records=100_000 if args.records is None else args.records,
+                duration_s=30.0 if args.duration is None else args.duration,
                 seed=args.seed,
                 metrics_port=args.metrics_port,
                 keep=args.keep,
@@ -178,6 +185,25 @@ def _demo(args: argparse.Namespace) -> int:
             )
         )
     except (DemoError, LogLockedError, CorruptLogError, OSError) as exc:
+        print(f"sharegroup demo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return summary.exit_code
+
+
+def _live_demo(args: argparse.Namespace) -> int:
+    from persister import LogLockedError
+
+    from .demo import DemoError
+    from .demo_live import run_live_demo
+
+    try:
+        summary = run_live_demo(
+            data_dir=args.data, partitions=args.partitions, consumers=args.consumers,
+            records=50_000 if args.records is None else args.records,
+            duration_s=60.0 if args.duration is None else args.duration,
+            seed=args.seed, metrics_port=args.metrics_port, keep=args.keep, audit=args.audit, master=args.master,
+        )
+    except (DemoError, LogLockedError, OSError) as exc:
         print(f"sharegroup demo: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return summary.exit_code

@@ -275,6 +275,37 @@ def _prepare_data_dir(data_dir: str, keep: bool) -> str:
     return "fresh" if state_files else "new"
 
 
+SERVE_SUBDIRS = ("topics", "share-state", "groups")  # what `sharegroup serve` keeps in its data directory
+SERVE_FILES = ("meta.properties", "serve.log")  # serve's cluster id; the live demo's copy of serve's stderr
+
+
+def prepare_serve_data_dir(data_dir: str, keep: bool) -> str:
+    """Make `data_dir` ready for the live demo's `sharegroup serve`; returns "new", "fresh" or "kept".
+
+    The same rules as for the simulated demo's state log: only a directory the demo created (it holds
+    the marker file) is ever wiped, and then only what serve keeps there (its topic logs, share state,
+    group records and cluster id), the demo's serve log and the files of an earlier simulated run; never
+    while a broker holds its state log open. Without `keep`, any other non-empty directory is refused.
+    """
+    import shutil
+
+    if os.path.isdir(data_dir) and not keep and DATA_DIR_MARKER in os.listdir(data_dir):
+        wiped = False
+        with _state_log_lock(os.path.join(data_dir, "share-state")):
+            for name in SERVE_SUBDIRS:
+                path = os.path.join(data_dir, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                    wiped = True
+            for name in SERVE_FILES:
+                path = os.path.join(data_dir, name)
+                if os.path.isfile(path):
+                    os.unlink(path)
+        how = _prepare_data_dir(data_dir, keep)  # also an earlier simulated run's state log files
+        return "fresh" if wiped or how == "fresh" else how
+    return _prepare_data_dir(data_dir, keep)
+
+
 @contextlib.contextmanager
 def _state_log_lock(data_dir: str) -> Iterator[None]:
     """Hold the state log's directory lock (the flock a `SegmentLog` holds while it has the directory

@@ -24,7 +24,7 @@ def test_demo_walkthrough_prints_every_step(capsys):
 
 def test_demo_without_the_audit(tmp_path, capsys):
     data = tmp_path / "data"
-    argv = ["demo", "--data", str(data), "--records", "600", "--partitions", "2", "--consumers", "3",
+    argv = ["demo", "--simulated", "--data", str(data), "--records", "600", "--partitions", "2", "--consumers", "3",
             "--seed", "5", "--no-audit"]
     assert main(argv) == 0
     captured = capsys.readouterr()
@@ -41,19 +41,20 @@ def test_demo_exit_status_follows_the_audit(tmp_path, monkeypatch, capsys):
 
     audit = fake_audit_module(lambda *a, **k: Result())
     monkeypatch.setitem(sys.modules, "sharegroup.audit", audit)
-    assert main(["demo", "--data", str(tmp_path / "d"), "--records", "200"]) == 1
+    assert main(["demo", "--simulated", "--data", str(tmp_path / "d"), "--records", "200"]) == 1
 
     def no_java(*a, **k):
         raise audit.AuditEnvironmentError("Java not found: install a JRE 17+")
 
     audit.run_audit = no_java
-    assert main(["demo", "--data", str(tmp_path / "d"), "--records", "200"]) == 2
+    assert main(["demo", "--simulated", "--data", str(tmp_path / "d"), "--records", "200"]) == 2
     assert "Java not found" in capsys.readouterr().out
 
 
-def test_demo_refuses_a_directory_it_did_not_create(tmp_path, capsys):
+@pytest.mark.parametrize("mode", [[], ["--simulated"]])
+def test_demo_refuses_a_directory_it_did_not_create(tmp_path, capsys, mode):
     (tmp_path / "00000000000000000000.log").write_bytes(b"")
-    assert main(["demo", "--data", str(tmp_path), "--no-audit"]) == 2
+    assert main(["demo", *mode, "--data", str(tmp_path), "--no-audit"]) == 2
     assert "did not create" in capsys.readouterr().err
 
 
@@ -77,7 +78,7 @@ def test_help_explains_each_command(capsys):
     assert main(["demo", "--help"]) == 0
     out = capsys.readouterr().out
     for option in ("--data", "--partitions", "--consumers", "--records", "--duration", "--seed",
-                   "--metrics-port", "--keep", "--no-audit", "--master", "--walkthrough"):
+                   "--metrics-port", "--keep", "--no-audit", "--master", "--simulated", "--walkthrough"):
         assert option in out
 
 
