@@ -229,8 +229,8 @@ class KafkaRecordLog:
         elif first < self._end:  # records of an aborted transaction came before: drop them
             if first < self._start:
                 raise CorruptLogError(where, kafka_offset, f"logical offset {first} below the log start {self._start}")
-            cut = bisect.bisect_left(self.firsts, first)
-            if cut < len(self.firsts) and self.firsts[cut] != first:
+            cut = bisect.bisect_right(self.firsts, first) - 1
+            if self.firsts[cut] != first:
                 raise CorruptLogError(where, kafka_offset, f"logical offset {first} inside an earlier append")
             del self.firsts[cut:], self.kafka_offsets[cut:], self.values[cut:]
         self.firsts.append(first)
@@ -344,18 +344,17 @@ class KafkaRecordLog:
             if producer.flush(self._timeout_s) or errors:
                 raise KafkaLogError(f"produce failed: {errors[0].str() if errors else 'timed out'}")
             producer.commit_transaction(self._timeout_s)
-        except (KafkaException, KafkaLogError) as exc:
-            error = exc.args[0] if isinstance(exc, KafkaException) else None
-            fatal = error is not None and getattr(error, "fatal", lambda: False)()
-            if not fatal:
-                try:
-                    producer.abort_transaction(self._timeout_s)
-                except KafkaException as abort_exc:
-                    self._failure = abort_exc
-                    raise KafkaLogError(f"append failed and could not be aborted: {abort_exc}") from exc
-                raise KafkaLogError(f"append failed (transaction aborted): {exc}") from exc
-            self._failure = exc
-            raise KafkaLogError(f"append failed fatally (fenced by a newer owner?): {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - any failure inside the transaction
+            error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+            if error is not None and error.fatal():
+                self._failure = exc
+                raise KafkaLogError(f"append failed fatally (fenced by a newer owner?): {exc}") from exc
+            try:
+                producer.abort_transaction(self._timeout_s)
+            except Exception as abort_exc:  # noqa: BLE001
+                self._failure = abort_exc
+                raise KafkaLogError(f"append failed and could not be aborted: {abort_exc}") from exc
+            raise KafkaLogError(f"append failed (transaction aborted): {exc}") from exc
         return offsets  # type: ignore[return-value]
 
     def read_all(self) -> Iterator[LogEntry]:
@@ -423,8 +422,13 @@ class KafkaRecordLog:
         while self._writer is not None:
             await asyncio.shield(self._writer)
         self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._producer.flush, self._timeout_s)
-        self._executor.shutdown(wait=True)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._producer.flush, self._timeout_s)
+        except Exception:  # noqa: BLE001 - a failed (fenced) producer has nothing left to deliver
+            if self._failure is None:
+                raise
+        finally:
+            self._executor.shutdown(wait=True)
         self._producer = self._admin = None  # the clients go away with their last reference
 
     def _check_open(self) -> None:
