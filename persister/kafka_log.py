@@ -28,7 +28,9 @@ Design (why, in short):
   (nothing of them is visible to read_committed readers). A fatal error (fenced, or an abort that
   fails) makes the log refuse every later append until it is reopened.
 - **Pruning** is `AdminClient.delete_records` below the Kafka offset of the append holding the
-  requested logical offset (whole appends are kept, as SegmentLog keeps whole segments). A cluster
+  requested logical offset (whole appends are kept, as SegmentLog keeps whole segments), or below
+  everything when nothing is needed; an emptied partition numbers its records from 0 again when it
+  is next opened (no live key refers to an offset then). A cluster
   without DeleteRecords keeps everything: `delete_below` then returns the unchanged start (allowed by
   the contract) and logs one warning.
 
@@ -381,23 +383,25 @@ class KafkaRecordLog:
         yield self._start, rows
 
     async def delete_below(self, offset: int) -> int:
-        """DeleteRecords below the append holding `offset` (clamped to the log end); the new start."""
+        """DeleteRecords below the append holding `offset`, or below everything when `offset` reaches
+        the log end (clamped to it); return the new start offset."""
         self._check_open()
         target = min(int(offset), self._end)
-        i = bisect.bisect_right(self.firsts, target) - 1
-        if i <= 0 or not self.delete_records_supported:
+        if target >= self._end:
+            keep = len(self.firsts)  # delete every append
+        else:
+            keep = bisect.bisect_right(self.firsts, target) - 1  # the append holding `target` stays
+        if keep <= 0 or not self.delete_records_supported:
             return self._start
-        kafka_offset = self.kafka_offsets[i]
-        loop = asyncio.get_running_loop()
+        kafka_offset = self.kafka_offsets[keep] if keep < len(self.firsts) else self.kafka_offsets[-1] + 1
+        new_start = self.firsts[keep] if keep < len(self.firsts) else self._end
         try:
-            await loop.run_in_executor(None, self._delete_records, kafka_offset)
+            await asyncio.get_running_loop().run_in_executor(None, self._delete_records, kafka_offset)
         except _Unsupported as exc:
             self.delete_records_supported = False
             log.warning("the cluster does not support DeleteRecords; the state log keeps everything (%s)", exc)
             return self._start
-        cut = bisect.bisect_left(self.firsts, self.firsts[i])
-        new_start = self.firsts[cut]
-        del self.firsts[:cut], self.kafka_offsets[:cut], self.values[:cut]
+        del self.firsts[:keep], self.kafka_offsets[:keep], self.values[:keep]
         self._start = max(self._start, new_start)
         return self._start
 

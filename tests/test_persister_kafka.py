@@ -301,9 +301,13 @@ def test_delete_below_deletes_whole_appends_at_their_kafka_offsets(cluster, topi
         log._delete_records = deleted.append  # a cluster with DeleteRecords (the mock has none)
         assert await log.delete_below(1) == 0 and deleted == []  # inside the first append: keep it
         assert await log.delete_below(4) == 2 and deleted == [log.kafka_offsets[0]]
-        assert await log.delete_below(99) == 5  # clamped to the end; the last append is kept
-        assert [e.offset for e in log.read_all()] == [5] and deleted[-1] == log.kafka_offsets[0]
-        assert await log.delete_below(0) == 5  # never backwards
+        assert await log.delete_below(5) == 5 and deleted[-1] == log.kafka_offsets[0]
+        assert [e.offset for e in log.read_all()] == [5]
+        last_kafka_offset = log.kafka_offsets[0]
+        assert await log.delete_below(99) == 6  # clamped to the end: every append goes
+        assert deleted[-1] == last_kafka_offset + 1 and list(log.read_all()) == []
+        assert await log.delete_below(0) == 6  # never backwards
+        assert await log.append([delta(6)]) == [6]
         log._check()
         await log.close()
 
