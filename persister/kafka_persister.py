@@ -13,7 +13,24 @@ from .coordinator import ShareCoordinator
 from .coordinator_persister import CoordinatorPersister
 from .kafka_log import KafkaRecordLog
 
-__all__ = ["KafkaPersister"]
+__all__ = ["KafkaPersister", "parse_kafka_url"]
+
+
+def parse_kafka_url(url: str) -> tuple[str, str | None]:
+    """`kafka://host:port[,host:port...][/topic]` as (bootstrap servers, topic or None); ValueError
+    for anything else (the form `sharegroup serve --share-state` and `sharegroup audit` accept)."""
+    prefix = "kafka://"
+    if not isinstance(url, str) or not url.startswith(prefix):
+        raise ValueError(f"not a kafka:// URL: {url!r}")
+    servers, _, topic = url[len(prefix) :].partition("/")
+    hosts = servers.split(",")
+    for host in hosts:
+        name, colon, port = host.rpartition(":")
+        if not name or not colon or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"not host:port in {url!r}: {host!r}")
+    if "/" in topic:
+        raise ValueError(f"a topic name has no '/': {url!r}")
+    return servers, topic or None
 
 
 class KafkaPersister(CoordinatorPersister):
@@ -27,6 +44,14 @@ class KafkaPersister(CoordinatorPersister):
         if not isinstance(coordinator.log, KafkaRecordLog):
             raise TypeError("a KafkaPersister runs over a KafkaRecordLog; use `await KafkaPersister.open(...)`")
         self.coordinator = coordinator
+
+    @classmethod
+    async def open_url(cls, url: str, **options) -> KafkaPersister:
+        """`open` for a `kafka://host:port[/topic]` URL (the topic defaults to the log's default)."""
+        servers, topic = parse_kafka_url(url)
+        if topic is not None:
+            options["topic"] = topic
+        return await cls.open(servers, **options)
 
     @classmethod
     async def open(

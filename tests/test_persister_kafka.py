@@ -433,3 +433,59 @@ def test_persister_imports_without_confluent_kafka():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "import error", out.stderr
+
+
+# -- serve and URLs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url, parsed",
+    [
+        ("kafka://localhost:9092", ("localhost:9092", None)),
+        ("kafka://a:1,b:2/state", ("a:1,b:2", "state")),
+        ("kafka://[::1]:9092/", ("[::1]:9092", None)),
+    ],
+)
+def test_kafka_urls_parse(url, parsed):
+    from persister.kafka_persister import parse_kafka_url
+
+    assert parse_kafka_url(url) == parsed
+
+
+@pytest.mark.parametrize("url", ["localhost:9092", "kafka://", "kafka://host", "kafka://h:0", "kafka://h:x/t", "kafka://h:1/a/b"])
+def test_bad_kafka_urls_are_refused(url):
+    from persister.kafka_persister import parse_kafka_url
+
+    with pytest.raises(ValueError):
+        parse_kafka_url(url)
+
+
+def test_serve_share_state_option_puts_share_state_on_kafka(cluster, topic, tmp_path):
+    """`sharegroup serve --share-state kafka://...`: the broker's share services run over a
+    KafkaPersister on that topic, and what they persist is there for the next start."""
+    import argparse
+
+    from sharegroup.server.broker_config import ServeConfig
+    from sharegroup.server.serve import add_arguments, open_share_services, open_store
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    url = f"kafka://{cluster.bootstrap_servers}/{topic}"
+    args = parser.parse_args(["--data", str(tmp_path), "--share-state", url])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--share-state", "http://x:1"])
+
+    async def go():
+        config = ServeConfig.build({}, [], [])
+        store = await open_store(tmp_path, config)
+        services = await open_share_services(tmp_path, config, store, args.share_state)
+        assert isinstance(services.persister, KafkaPersister) and services.persister.log.topic == topic
+        await services.persister.initialize_state(G, T, 0, state_epoch=1, start_offset=5)
+        await services.close()
+        await store.close()
+        again = await KafkaPersister.open_url(url, timeout_s=15.0)
+        assert again.state_of(G, T, 0).start_offset == 5
+        assert not (tmp_path / "share-state").exists()
+        await again.close()
+
+    run(go())
