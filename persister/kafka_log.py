@@ -54,7 +54,7 @@ from .frame_codec import frame_codec
 from .log_api import CorruptLogError, LogEntry
 from .records import RecordDecodeError, ShareRecord, StateKey, decode_record, encode_record, iter_records
 
-__all__ = ["KafkaRecordLog", "KafkaLogError", "topic_settings", "DEFAULT_STATE_TOPIC"]
+__all__ = ["KafkaRecordLog", "KafkaLogError", "topic_settings", "export_to_segment_dir", "DEFAULT_STATE_TOPIC"]
 
 log = logging.getLogger(__name__)
 
@@ -177,40 +177,7 @@ class KafkaRecordLog:
 
     def _recover(self, common: dict) -> None:
         """Read the partition from its log start to the high watermark taken now (read_committed)."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-        consumer = Consumer(
-            {
-                **common,
-                "group.id": f"{self.transactional_id}-recovery",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-            }
-        )
-        try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(self.topic, self.partition), timeout=self._timeout_s, cached=False
-            )
-            if high <= low:
-                return
-            consumer.assign([TopicPartition(self.topic, self.partition, OFFSET_BEGINNING)])
-            deadline = time.monotonic() + self._timeout_s
-            while time.monotonic() < deadline:
-                for msg in consumer.consume(1000, 0.5):
-                    error = msg.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            if msg.offset() >= high:
-                                return
-                            continue
-                        raise KafkaLogError(f"reading {self.topic}[{self.partition}]: {error.str()}")
-                    if msg.offset() < high:
-                        self._load(msg.offset(), msg.key(), msg.value())
-            raise TimeoutError(f"recovery of {self.topic}[{self.partition}] did not reach offset {high}")
-        finally:
-            consumer.close()
+        read_partition(common, self.topic, self.partition, self._timeout_s, self._load, self.transactional_id)
 
     def _load(self, kafka_offset: int, key: bytes | None, value: bytes | None) -> None:
         """Take one Kafka record read back into the log (see the module docstring for the rules)."""
@@ -453,6 +420,67 @@ class KafkaRecordLog:
 
     def __len__(self) -> int:
         return self._end - self._start
+
+
+def read_partition(common: dict, topic: str, partition: int, timeout_s: float, load, group_id: str) -> None:
+    """Call `load(kafka_offset, key, value)` for every committed record of the partition from its log
+    start to the high watermark taken at the call (a read-only consumer: no commits, no fencing)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            **common,
+            "group.id": f"{group_id}-recovery",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s, cached=False)
+        if high <= low:
+            return
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= high:
+                            return
+                        continue
+                    raise KafkaLogError(f"reading {topic}[{partition}]: {error.str()}")
+                if msg.offset() < high:
+                    load(msg.offset(), msg.key(), msg.value())
+        raise TimeoutError(f"reading {topic}[{partition}] did not reach offset {high} in {timeout_s} s")
+    finally:
+        consumer.close()
+
+
+def export_to_segment_dir(
+    bootstrap_servers: str, topic: str, partition: int, log_dir: str, *, client_config: dict | None = None,
+    timeout_s: float = 30.0,
+) -> int:
+    """Copy the state log in `topic`[`partition`] into a segment-log directory `log_dir` (one segment
+    at the log's logical start offset) without touching the Kafka log (read-only: the owner is not
+    fenced); what `sharegroup audit kafka://...` reads. Returns the number of records copied."""
+    import os
+
+    from .log_files import segment_file_name
+
+    reader = KafkaRecordLog(
+        topic=topic, partition=partition, producer=None, admin=None,
+        config={"transactional.id": f"sharegroup-audit-{topic}-{partition}"}, timeout_s=timeout_s,
+    )
+    common = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
+    read_partition(common, topic, partition, timeout_s, reader._load, reader.transactional_id)
+    reader._executor.shutdown(wait=False)
+    os.makedirs(log_dir, exist_ok=True)
+    with open(os.path.join(log_dir, segment_file_name(reader.start_offset)), "wb") as f:
+        f.write(b"".join(reader.values))
+    return len(reader)
 
 
 class _Unsupported(Exception):

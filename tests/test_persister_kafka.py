@@ -489,3 +489,33 @@ def test_serve_share_state_option_puts_share_state_on_kafka(cluster, topic, tmp_
         await again.close()
 
     run(go())
+
+
+def test_audit_reads_a_kafka_state_log_without_fencing_its_owner(cluster, topic, tmp_path):
+    """`sharegroup audit kafka://host:port/topic` audits a read-only copy of the state log: the same
+    verdict and final states as the audit of a LocalPersister's log for the same writes, and the owner goes
+    on writing afterwards (the audit took no producer id)."""
+    from sharegroup.audit.api import run_audit
+
+    async def go():
+        local = await LocalPersister.open(tmp_path / "local", fsync=False, clock=ManualClock(0))
+        kafka = await KafkaPersister.open(
+            cluster.bootstrap_servers, topic=topic, client_config=QUIET, timeout_s=15.0, clock=ManualClock(0)
+        )
+        for p in (local, kafka):
+            await random_workload(p.coordinator, random.Random(11), 80, p.coordinator._clock)
+        await local.close()
+        url = f"kafka://{cluster.bootstrap_servers}/{topic}"
+        audit = await asyncio.to_thread(
+            run_audit, url, engine="python", out_dir=tmp_path / "out", write_outputs=False, print_fn=None
+        )
+        local_audit = run_audit(tmp_path / "local", engine="python", write_outputs=False, print_fn=None)
+        assert audit.ok and local_audit.ok
+        # The local log pruned whole segments (the mock has no DeleteRecords): compare what both end in.
+        assert audit.final_states == local_audit.final_states != {}
+        assert audit.log_end_offset == local_audit.log_end_offset == kafka.log.end_offset
+        assert audit.records == kafka.log.end_offset > local_audit.records
+        await kafka.initialize_state(G, T, 9, state_epoch=1, start_offset=0)  # still the owner
+        await kafka.close()
+
+    run(go())
