@@ -119,6 +119,7 @@ class KafkaRecordLog:
         self._failure: BaseException | None = None
         self._closed = False
         self.transactions = 0  # transactions committed (group commits)
+        self._delete_lock = asyncio.Lock()  # one DeleteRecords at a time: each cuts the prefix it computed
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -353,6 +354,10 @@ class KafkaRecordLog:
         """DeleteRecords below the append holding `offset`, or below everything when `offset` reaches
         the log end (clamped to it); return the new start offset."""
         self._check_open()
+        async with self._delete_lock:
+            return await self._delete_below(offset)
+
+    async def _delete_below(self, offset: int) -> int:
         target = min(int(offset), self._end)
         if target >= self._end:
             keep = len(self.firsts)  # delete every append
