@@ -93,8 +93,11 @@ def test_durable_writes_and_recovery_kafka_vs_segment_log(benchmark, capsys, tmp
     async def kafka_run(cluster: MockCluster, name: str) -> None:
         topic = name.replace(" ", "-").replace(",", "")
         cluster.create_topic(topic, 1, 3)
+        started = time.perf_counter()
         persister = await KafkaPersister.open(cluster.bootstrap_servers, topic=topic, client_config=QUIET)
+        open_empty_s = round(time.perf_counter() - started, 3)  # connecting, fencing: the fixed cost
         row = rows[name] = await write_load(persister)
+        row["open_empty_s"] = open_empty_s
         row["appends_per_txn"] = round(persister.log.end_offset / max(1, persister.log.transactions), 1)
         records = persister.log.end_offset
         await persister.close()

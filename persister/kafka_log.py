@@ -163,7 +163,8 @@ class KafkaRecordLog:
         await loop.run_in_executor(
             None,
             lambda: ensure_topic(
-                admin, topic, partition, num_partitions, create_topic, replication_factor, min_insync_replicas, timeout_s
+                admin, topic, partition, num_partitions, create_topic,
+                replication_factor, min_insync_replicas, timeout_s,
             ),
         )
         producer = Producer(config)
@@ -450,15 +451,16 @@ def read_partition(common: dict, topic: str, partition: int, timeout_s: float, l
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for msg in consumer.consume(1000, 0.5):
-                error = msg.error()
+                error, offset = msg.error(), msg.offset()
+                assert offset is not None  # a fetched record or a partition EOF has one
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= high:
+                        if offset >= high:
                             return
                         continue
                     raise KafkaLogError(f"reading {topic}[{partition}]: {error.str()}")
-                if msg.offset() < high:
-                    load(msg.offset(), msg.key(), msg.value())
+                if offset < high:
+                    load(offset, msg.key(), msg.value())
         raise TimeoutError(f"reading {topic}[{partition}] did not reach offset {high} in {timeout_s} s")
     finally:
         consumer.close()

@@ -234,7 +234,8 @@ def test_same_shard_uses_the_same_transactional_id(cluster, topic):
 
 
 def bare_log() -> KafkaRecordLog:
-    return KafkaRecordLog(topic="t", partition=0, producer=None, admin=None, config={"transactional.id": "x"}, timeout_s=1)
+    config = {"transactional.id": "x"}
+    return KafkaRecordLog(topic="t", partition=0, producer=None, admin=None, config=config, timeout_s=1)
 
 
 def kafka_record(first: int, *items) -> tuple[bytes, bytes]:
@@ -338,7 +339,9 @@ class StubAdmin:
     def __init__(self, topics: dict[str, int], brokers: int) -> None:
         self.created = []
         self._metadata = types.SimpleNamespace(
-            topics={t: types.SimpleNamespace(error=None, partitions=dict.fromkeys(range(n))) for t, n in topics.items()},
+            topics={
+                t: types.SimpleNamespace(error=None, partitions=dict.fromkeys(range(n))) for t, n in topics.items()
+            },
             brokers=dict.fromkeys(range(brokers)),
         )
 
@@ -452,7 +455,9 @@ def test_kafka_urls_parse(url, parsed):
     assert parse_kafka_url(url) == parsed
 
 
-@pytest.mark.parametrize("url", ["localhost:9092", "kafka://", "kafka://host", "kafka://h:0", "kafka://h:x/t", "kafka://h:1/a/b"])
+@pytest.mark.parametrize(
+    "url", ["localhost:9092", "kafka://", "kafka://host", "kafka://h:0", "kafka://h:x/t", "kafka://h:1/a/b"]
+)
 def test_bad_kafka_urls_are_refused(url):
     from persister.kafka_persister import parse_kafka_url
 
