@@ -441,6 +441,7 @@ def read_partition(common: dict, topic: str, partition: int, timeout_s: float, l
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,  # the end of the partition is reached once: don't wait there for more
         }
     )
     try:
@@ -450,7 +451,7 @@ def read_partition(common: dict, topic: str, partition: int, timeout_s: float, l
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
+            for msg in consumer.consume(1000, 0.02):  # returns early only when 1000 arrived: keep it short
                 error, offset = msg.error(), msg.offset()
                 assert offset is not None  # a fetched record or a partition EOF has one
                 if error is not None:
