@@ -34,6 +34,22 @@ from .records import (
 from .replay import KeyState, apply_record, replay_log, replay_record
 from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem
 
+
+
+def __getattr__(name: str):
+    """`KafkaRecordLog` and `KafkaPersister` on first use, so that `persister` imports without
+    confluent-kafka (their modules import it lazily too; this keeps even their import on demand)."""
+    if name in ("KafkaRecordLog", "KafkaLogError"):
+        from . import kafka_log
+
+        return getattr(kafka_log, name)
+    if name == "KafkaPersister":
+        from .kafka_persister import KafkaPersister
+
+        return KafkaPersister
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "BulkRecordLog",
     "CoordinatorPersister",
@@ -41,6 +57,9 @@ __all__ = [
     "DeleteItem",
     "InMemoryPersister",
     "InitializeItem",
+    "KafkaLogError",
+    "KafkaPersister",
+    "KafkaRecordLog",
     "KeyState",
     "LocalPersister",
     "LogEntry",

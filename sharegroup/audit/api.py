@@ -61,6 +61,8 @@ def run_audit(
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     log_dir = os.fspath(state_log_dir)
+    if log_dir.startswith("kafka://"):  # a state log in a Kafka topic: audit a read-only copy of it
+        log_dir = _copy_kafka_log(log_dir, out_dir)
     local = _local_dir(log_dir)
     if local is not None and not os.path.isdir(local):
         raise AuditEnvironmentError(f"no such state log directory: {log_dir}")
@@ -87,6 +89,25 @@ def run_audit(
         if result.report_path:
             print_fn(f"report: {result.report_path}   picture: {result.picture_path}")
     return result
+
+
+def _copy_kafka_log(url: str, out_dir) -> str:
+    """Copy partition 0 of the topic in `kafka://host:port/topic` into `<out>/state-log` (a segment
+    directory) and return that path; the Kafka log is only read."""
+    from persister.kafka_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
+    from persister.kafka_persister import parse_kafka_url
+
+    try:
+        servers, topic = parse_kafka_url(url)
+    except ValueError as exc:
+        raise AuditEnvironmentError(str(exc)) from None
+    copy = os.path.join(os.fspath(out_dir) if out_dir is not None else DEFAULT_OUT_DIR, "state-log")
+    if os.path.isdir(copy):
+        import shutil
+
+        shutil.rmtree(copy)
+    export_to_segment_dir(servers, topic or DEFAULT_STATE_TOPIC, 0, copy)
+    return copy
 
 
 def _run_on_spark(log_dir, master, spark, spark_conf, options, print_fn) -> AuditResult:

@@ -68,7 +68,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.description = textwrap.fill(DESCRIPTION, 100)
     parser.epilog = _epilog()
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("state_log_dir", metavar="STATE_LOG_DIR", help="the state log directory (segment files)")
+    parser.add_argument("state_log_dir", metavar="STATE_LOG_DIR", help="the state log directory (segment files), or kafka://host:port/topic (partition 0 of a state topic)")
     parser.add_argument(
         "--master",
         default="local[2]",

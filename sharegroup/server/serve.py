@@ -48,6 +48,16 @@ def _node_id(text: str) -> int:
     return value
 
 
+def _share_state_url(text: str) -> str:
+    from persister.kafka_persister import parse_kafka_url
+
+    try:
+        parse_kafka_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", metavar="DIR", default="./sharegroup-data",
                         help="data directory: topic logs, share state, group records (default: %(default)s)")
@@ -61,6 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="default of a share-group config for every group (share.record.lock.duration.ms, "
                         "share.delivery.count.limit, share.auto.offset.reset, share.isolation.level, "
                         "share.session.timeout.ms, share.heartbeat.interval.ms); repeatable")
+    parser.add_argument("--share-state", metavar="URL", default=None, type=_share_state_url,
+                        help="keep share state in a Kafka topic: kafka://host:port[/topic] (default: under --data)")
     parser.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                         help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics (0: any free port)")
 
@@ -94,11 +106,12 @@ async def open_store(data_dir: Path | str, config: ServeConfig) -> Any:
     return await TopicStore.open(data_dir, log_config=log_config)
 
 
-async def open_share_services(data_dir: Path | str, config: ServeConfig, store: Any) -> Any:
+async def open_share_services(data_dir: Path | str, config: ServeConfig, store: Any,
+                              share_state: str | None = None) -> Any:
     """The persister, group coordinator and SharePartitionManager of `data_dir`, over `store`."""
     from .share_services import ShareServices
 
-    return await ShareServices.open(data_dir, config, store)
+    return await ShareServices.open(data_dir, config, store, share_state)
 
 
 async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
@@ -108,7 +121,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     store = await open_store(data_dir, config)
     try:
-        share = await open_share_services(data_dir, config, store)
+        share = await open_share_services(data_dir, config, store, args.share_state)
     except BaseException:
         await store.close()
         raise

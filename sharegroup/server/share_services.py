@@ -119,14 +119,22 @@ class ShareServices:
         self._expiry_task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def open(cls, data_dir: Path | str, config: ServeConfig, store: Any) -> "ShareServices":
+    async def open(cls, data_dir: Path | str, config: ServeConfig, store: Any,
+                   share_state: str | None = None) -> "ShareServices":
+        """`share_state` None keeps share state under `data_dir`; a `kafka://host:port[/topic]` URL
+        keeps it in a topic of that Kafka cluster (KafkaPersister, the `kafka` extra)."""
         from persister.local import LocalPersister
 
         data_dir = Path(data_dir)
-        persister = await LocalPersister.open(
-            data_dir / "share-state",
-            snapshot_update_records_per_snapshot=config["share.coordinator.snapshot.update.records.per.snapshot"],
-        )
+        records_per_snapshot = config["share.coordinator.snapshot.update.records.per.snapshot"]
+        if share_state is not None:
+            from persister.kafka_persister import KafkaPersister
+
+            persister = await KafkaPersister.open_url(
+                share_state, snapshot_update_records_per_snapshot=records_per_snapshot)
+        else:
+            persister = await LocalPersister.open(
+                data_dir / "share-state", snapshot_update_records_per_snapshot=records_per_snapshot)
         sink = None
         try:
             sink = FileRecordSink.open(data_dir / "groups")
