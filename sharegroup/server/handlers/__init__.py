@@ -10,6 +10,7 @@ from . import (
     api_versions,
     fetch,
     find_coordinator,
+    group_admin,
     init_producer_id,
     metadata,
     produce,
@@ -28,6 +29,7 @@ HANDLER_MODULES = (
     fetch,
     share_group,
     share_fetch,
+    group_admin,
 )
 
 
