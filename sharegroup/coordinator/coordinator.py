@@ -250,6 +250,26 @@ class GroupCoordinator:
         finally:
             await self._notify(events)
 
+    async def topic_deleted(self, topic_id: uuid.UUID) -> dict[str, Errors]:
+        """The topic `topic_id` was deleted: every group holding share-partition state for it has that
+        state deleted through the persister (two-stage, as delete offsets) whether it has members or
+        not; their assignments lose the topic on the next heartbeat (its metadata is gone). Returns the
+        groups that held state, with the persister's first error (NONE when all went)."""
+        topic_id = check_topic_id(topic_id)
+        self._store.check_loaded()
+        outcomes: dict[str, Errors] = {}
+        for group_id in self.group_ids:
+            events = _Events()
+            try:
+                async with self._store.locks.hold(group_id):
+                    held, error = await self._admin.delete_topic_state(group_id, topic_id)
+                    if held:
+                        outcomes[group_id] = error
+                        events.offsets_deleted(group_id, [topic_id])
+            finally:
+                await self._notify(events)
+        return outcomes
+
     # -- listener ------------------------------------------------------------------------------------
 
     async def _notify(self, events: "_Events") -> None:

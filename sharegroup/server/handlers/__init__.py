@@ -16,6 +16,7 @@ from . import (
     produce,
     share_fetch,
     share_group,
+    topic_deletion,
     topics,
 )
 
@@ -30,6 +31,7 @@ HANDLER_MODULES = (
     share_group,
     share_fetch,
     group_admin,
+    topic_deletion,
 )
 
 
