@@ -91,3 +91,52 @@ def test_delete_records_beyond_the_high_watermark_is_out_of_range_and_minus_one_
     to_end = request(client, DELETE_RECORDS, 1, {"timeout": 1000, "topics": [
         {"name": "t", "partitions": [{"partition_index": 0, "offset": -1}]}]})
     assert [(p.low_watermark, p.error_code) for p in to_end.topics[0].partitions] == [(5, NONE)]
+
+
+CREATE_PARTITIONS, INVALID_PARTITIONS = 37, 37
+
+
+def test_create_partitions_grows_topics_and_checks_each(broker, client):
+    info = broker.call(broker.store.create_topic("t", 1))
+    broker.call(broker.store.create_topic("u", 3))
+    grown = request(client, CREATE_PARTITIONS, 3, {"timeout": 1000, "validate_only": False, "topics": [
+        {"name": "t", "count": 3, "assignments": None}, {"name": "u", "count": 2, "assignments": None},
+        {"name": "nope", "count": 2, "assignments": None},
+        {"name": "d", "count": 2, "assignments": None}, {"name": "d", "count": 3, "assignments": None}]})
+    assert [(r.name, r.error_code) for r in grown.results] == [
+        ("t", NONE), ("u", INVALID_PARTITIONS), ("nope", UNKNOWN_TOPIC_OR_PARTITION), ("d", INVALID_REQUEST)]
+    assert broker.store.topic_by_name("t").num_partitions == 3 and broker.store.topic_by_name("u").num_partitions == 3
+    assert [broker.store.log_end_offset(info.topic_id, p) for p in range(3)] == [0, 0, 0]
+    checked = request(client, CREATE_PARTITIONS, 0, {"timeout": 1000, "validate_only": True, "topics": [
+        {"name": "t", "count": 5, "assignments": None}]})
+    assert [(r.name, r.error_code) for r in checked.results] == [("t", NONE)]
+    assert broker.store.topic_by_name("t").num_partitions == 3
+
+
+def test_new_partitions_start_at_zero_for_a_share_group_and_survive_a_restart(tmp_path):
+    from tests.test_server_share_wire import heartbeat
+    from tests.server_harness import batch_bytes
+
+    broker = BrokerThread(tmp_path, share=True, group_configs={"share.auto.offset.reset": "latest"})
+    try:
+        client = RawClient(broker.broker.port)
+        info = broker.call(broker.store.create_topic("t", 1))
+        member = "AAAAAAAAAAAAAAAAAAAAAA"
+        joined = heartbeat(client, member, 0, ["t"])
+        assert joined.error_code == NONE
+        request(client, CREATE_PARTITIONS, 3, {"timeout": 1000, "validate_only": False, "topics": [
+            {"name": "t", "count": 2, "assignments": None}]})
+        broker.call(broker.store.append(info.topic_id, 1, batch_bytes(2), acks=-1))
+        beat = heartbeat(client, member, joined.member_epoch, ["t"])
+        assert beat.error_code == NONE
+        summary = broker.call(broker.share.persister.read_summary("g", info.topic_id, 1, leader_epoch=0))
+        assert summary.start_offset == 0  # a new partition of a consumed topic: from 0, not "latest"
+        client.close()
+    finally:
+        broker.stop()
+    reopened = BrokerThread(tmp_path)
+    try:
+        assert reopened.store.topic_by_name("t").num_partitions == 2
+        assert reopened.store.log_end_offset(info.topic_id, 1) == 2
+    finally:
+        reopened.stop()

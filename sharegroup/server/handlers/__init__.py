@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..api import ApiHandler
 from . import (
     api_versions,
+    create_partitions,
     fetch,
     find_coordinator,
     group_admin,
@@ -32,6 +33,7 @@ HANDLER_MODULES = (
     share_fetch,
     group_admin,
     topic_deletion,
+    create_partitions,
 )
 
 
