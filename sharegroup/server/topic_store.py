@@ -426,6 +426,30 @@ class TopicStore:
                 log._close_files()
             raise
 
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, object], *,
+                                  validate_only: bool = False) -> dict[str, str]:
+        """Replace a topic's config overrides with `configs` (IncrementalAlterConfigs computes them):
+        checked like CreateTopics configs (INVALID_CONFIG), made durable in the topics file, then applied
+        to every partition log (retention and segment rolling read them). Returns the new overrides."""
+        self._check_open()
+        str_configs = {str(k): str(v) for k, v in configs.items()}
+        log_config = self.log_config.for_topic(str_configs)  # INVALID_CONFIG before anything changes
+        async with self._metadata_lock:
+            topic = self._by_name.get(name)
+            if topic is None:
+                raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+            if validate_only:
+                return str_configs
+            listed = [(t.info, str_configs if t is topic else t.configs) for t in self._by_name.values()]
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._write_topics, listed)
+            except OSError as exc:
+                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"altering topic {name!r}: {exc}") from exc
+            topic.configs, topic.config = str_configs, log_config
+            for log in topic.logs:
+                log.config = log_config
+            return dict(str_configs)
+
     async def auto_create_topic(self, name: str) -> TopicInfo | None:
         """The topic, created with the defaults when it does not exist and `auto.create.topics.enable`
         is on (Metadata and Produce auto-creation); None when it does not exist and may not be created."""

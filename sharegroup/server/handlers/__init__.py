@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..api import ApiHandler
 from . import (
     api_versions,
+    configs,
     create_partitions,
     fetch,
     find_coordinator,
@@ -34,6 +35,7 @@ HANDLER_MODULES = (
     group_admin,
     topic_deletion,
     create_partitions,
+    configs,
 )
 
 
