@@ -145,3 +145,13 @@ def test_broker_configs_are_read_only(broker, client):
     assert alter(client, BROKER, "1", [("num.partitions", SET, "3")]).error_code == INVALID_CONFIG
     assert describe(client, BROKER, "7").error_code == INVALID_REQUEST
     assert describe(client, 99, "x").error_code == INVALID_REQUEST
+
+
+def test_group_session_timeout_and_heartbeat_interval_reach_the_coordinator(client):
+    from tests.test_server_share_wire import heartbeat
+
+    assert alter(client, GROUP, "g", [("share.heartbeat.interval.ms", SET, "9000")]).error_code == NONE
+    joined = heartbeat(client, "AAAAAAAAAAAAAAAAAAAAAA", 0, ["t"])
+    assert (joined.error_code, joined.heartbeat_interval.total_seconds()) == (NONE, 9.0)
+    other = heartbeat(client, "BBBBBBBBBBBBBBBBBBBBBB", 0, ["t"], group="other")
+    assert other.heartbeat_interval.total_seconds() == 5.0

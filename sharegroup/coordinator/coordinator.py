@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..clock import Clock, SystemClock
 from ..errors import Errors
@@ -59,7 +59,10 @@ class GroupCoordinator:
         config: GroupConfig = GroupConfig(),
         record_sink: RecordSink | None = None,
         listener: GroupListener | None = None,
+        group_timing: Callable[[str], tuple[int, int] | None] | None = None,
     ) -> None:
+        """`group_timing(group_id)` optionally gives a group's own (session timeout ms, heartbeat
+        interval ms), e.g. from its group configs; None keeps `config`'s."""
         if not isinstance(persister, Persister):
             raise TypeError(f"persister must implement sharegroup.persistence.Persister, got {persister!r}")
         if not (callable(getattr(topics, "lookup", None)) and callable(getattr(topics, "latest_offset", None))):
@@ -80,7 +83,7 @@ class GroupCoordinator:
         self._store = GroupStore(record_sink if record_sink is not None else MemoryRecordSink(),
                                  loaded=record_sink is None)
         self._lifecycle = PartitionStateLifecycle(self._store, persister)
-        self._membership = Membership(self._store, self._lifecycle, topics, clock, config)
+        self._membership = Membership(self._store, self._lifecycle, topics, clock, config, group_timing)
         self._admin = ShareGroupAdmin(self._store, self._lifecycle, topics)
 
     # -- properties --------------------------------------------------------------------------------

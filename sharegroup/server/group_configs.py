@@ -87,6 +87,16 @@ class GroupConfigStore:
         shared = {k: v for k, v in own.items() if k not in ("share.session.timeout.ms", "share.heartbeat.interval.ms")}
         return ShareGroupConfig.from_properties({**_as_properties(self.base), **shared})
 
+    def timing(self, group_id: str) -> tuple[int, int] | None:
+        """(share.session.timeout.ms, share.heartbeat.interval.ms) of a group that set either, else None
+        (the coordinator's defaults apply): the coordinator's per-group timing source."""
+        own = self._values.get(group_id, {})
+        if "share.session.timeout.ms" not in own and "share.heartbeat.interval.ms" not in own:
+            return None
+        defaults = self.defaults()
+        key_t, key_h = "share.session.timeout.ms", "share.heartbeat.interval.ms"
+        return own.get(key_t, defaults[key_t]), own.get(key_h, defaults[key_h])
+
     # -- changing --------------------------------------------------------------------------------------
 
     def validate(self, group_id: str, changes: Iterable[tuple[str, int, str | None]]) -> dict[str, Any]:

@@ -15,7 +15,8 @@
 Configs: the broker's `group.share.*` keys and the `--group-config share.*` defaults become the
 `BrokerConfig`, the default `ShareGroupConfig` of every group, and the coordinator's `GroupConfig`.
 Values set on one group (IncrementalAlterConfigs, `group_configs.GroupConfigStore`, durable under
-`DIR/groups`) are the manager's per-group config source: new share-partitions of the group use them.
+`DIR/groups`) are the manager's per-group config source (new share-partitions of the group use them)
+and the coordinator's per-group session timeout and heartbeat interval.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class ShareServices:
             manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
                                             coordinator=group_configs)
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
-                                           record_sink=sink, listener=manager)
+                                           record_sink=sink, listener=manager, group_timing=group_configs.timing)
             await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
         except BaseException:
             if sink is not None:
