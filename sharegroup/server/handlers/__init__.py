@@ -14,6 +14,7 @@ from . import (
     find_coordinator,
     group_admin,
     init_producer_id,
+    list_offsets,
     metadata,
     produce,
     share_fetch,
@@ -36,6 +37,7 @@ HANDLER_MODULES = (
     topic_deletion,
     create_partitions,
     configs,
+    list_offsets,
 )
 
 
