@@ -168,3 +168,25 @@ def test_admin_list_offsets(broker):
         futures = admin.list_offsets({tp: spec}, request_timeout=TIMEOUT_S)
         got[label] = futures[tp].result(TIMEOUT_S).offset
     assert got == {"earliest": 0, "latest": 5}
+
+
+def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(broker, client):
+    from tests.server_batches import produce_batch
+
+    info = broker.call(broker.store.create_topic("tx", 1))
+    append = lambda data: broker.call(broker.store.append(info.topic_id, 0, data, acks=-1))  # noqa: E731
+    append(produce_batch(2))
+    append(produce_batch(3, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True))
+    append(produce_batch(1))
+    open_txn = fetch(client, 12, "tx", [(0, 0, 1 << 20)], isolation=1).responses[0].partitions[0]
+    assert (open_txn.high_watermark, open_txn.last_stable_offset) == (6, 2)
+    assert bytes(open_txn.records) == stored_batches(broker.store, info.topic_id, 0)[0]  # up to the LSO only
+    uncommitted = fetch(client, 12, "tx", [(0, 0, 1 << 20)], isolation=0).responses[0].partitions[0]
+    assert (bytes(uncommitted.records), uncommitted.aborted_transactions) == (
+        b"".join(stored_batches(broker.store, info.topic_id, 0)), None)
+    assert list_offsets(client, 5, "tx", [(0, -1)], isolation=1) == [(0, NONE, -1, 2)]
+    assert list_offsets(client, 5, "tx", [(0, -1)], isolation=0) == [(0, NONE, -1, 6)]
+    broker.call(broker.store.write_transaction_marker(info.topic_id, 0, 9, 0, commit=False))
+    aborted = fetch(client, 12, "tx", [(0, 0, 1 << 20)], isolation=1).responses[0].partitions[0]
+    assert (aborted.high_watermark, aborted.last_stable_offset) == (7, 7)
+    assert [(a.producer_id, a.first_offset) for a in aborted.aborted_transactions] == [(9, 2)]
