@@ -140,3 +140,15 @@ def test_new_partitions_start_at_zero_for_a_share_group_and_survive_a_restart(tm
         assert reopened.store.log_end_offset(info.topic_id, 1) == 2
     finally:
         reopened.stop()
+
+
+def test_a_member_loses_a_deleted_topic_from_its_assignment_on_its_next_heartbeat(broker, client):
+    from tests.test_server_share_wire import heartbeat
+
+    info = broker.call(broker.store.create_topic("t", 1))
+    member = "AAAAAAAAAAAAAAAAAAAAAA"
+    joined = heartbeat(client, member, 0, ["t"])
+    assert [(tp.topic_id, tp.partitions) for tp in joined.assignment.topic_partitions] == [(info.topic_id, (0,))]
+    request(client, DELETE_TOPICS, 6, {"timeout": 1000, "topics": [{"name": "t", "topic_id": None}]})
+    after = heartbeat(client, member, joined.member_epoch, ["t"])
+    assert (after.error_code, after.assignment.topic_partitions) == (NONE, ())
