@@ -114,6 +114,9 @@ def test_fetch_long_poll_returns_when_records_arrive(broker, client):
     assert bytes(waited.records) == b"".join(stored_batches(broker.store, info.topic_id, 0))
     empty = fetch(client, 12, "t", [(0, 1, 1 << 20)], max_wait_ms=50).responses[0].partitions[0]
     assert (empty.error_code, bytes(empty.records or b"")) == (NONE, b"")
+    from sharegroup.server.handlers.fetch import _signal
+
+    assert _signal(broker.store).waiting() == 0  # an answered idle fetch leaves no waiter behind
 
 
 def test_list_offsets_special_timestamps_and_by_time(broker, client):

@@ -36,7 +36,7 @@ class AppendSignal:
     """Wakes waiting fetches when the store publishes an append (subscribed once per store)."""
 
     def __init__(self, store: Any) -> None:
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: set[asyncio.Future[None]] = set()
         subscribe = getattr(store, "subscribe", None)
         if subscribe is not None:
             subscribe(self._on_append)
@@ -44,11 +44,18 @@ class AppendSignal:
     def arm(self) -> asyncio.Future[None]:
         """A future completed by the next append (arm before reading, so no append is missed)."""
         future = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
+        self._waiters.add(future)
         return future
 
+    def disarm(self, future: asyncio.Future[None]) -> None:
+        """Forget a future whose fetch is answered (no append came): idle fetches must not pile up."""
+        self._waiters.discard(future)
+
+    def waiting(self) -> int:
+        return len(self._waiters)
+
     def _on_append(self, topic_id: Any, partition: int, end_offset: int = -1) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, set()
         for future in waiters:
             if not future.done():
                 future.set_result(None)
@@ -118,16 +125,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     signal = _signal(ctx.broker.store)
     while True:
         appended = signal.arm()
-        responses, total = _read_partitions(ctx, request, read_committed)
-        remaining = deadline - loop.time()
-        failed = any(part["error_code"] for topic in responses for part in topic["partitions"])
-        if total >= int(request.min_bytes) or failed or remaining <= 0:
-            break
         try:
-            await asyncio.wait_for(appended, remaining)
-        except asyncio.TimeoutError:
             responses, total = _read_partitions(ctx, request, read_committed)
-            break
+            remaining = deadline - loop.time()
+            failed = any(part["error_code"] for topic in responses for part in topic["partitions"])
+            if total >= int(request.min_bytes) or failed or remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(appended, remaining)
+            except asyncio.TimeoutError:
+                responses, total = _read_partitions(ctx, request, read_committed)
+                break
+        finally:
+            signal.disarm(appended)
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
                          "responses": responses})
 
