@@ -155,3 +155,14 @@ def test_group_session_timeout_and_heartbeat_interval_reach_the_coordinator(clie
     assert (joined.error_code, joined.heartbeat_interval.total_seconds()) == (NONE, 9.0)
     other = heartbeat(client, "BBBBBBBBBBBBBBBBBBBBBB", 0, ["t"], group="other")
     assert other.heartbeat_interval.total_seconds() == 5.0
+
+
+def test_deleting_a_group_deletes_its_configs(broker, client):
+    broker.call(broker.store.create_topic("t", 1))
+    assert alter(client, GROUP, "g", [("share.delivery.count.limit", SET, "3")]).error_code == NONE
+    created = client.request(91, 0, build(request_class(91, 0), {"group_id": "g", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}))
+    assert created.error_code == NONE
+    deleted = client.request(42, 2, build(request_class(42, 2), {"groups_names": ["g"]}))
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [("g", NONE)]
+    assert values(describe(client, GROUP, "g"))["share.delivery.count.limit"] == ("5", DEFAULT_CONFIG)
