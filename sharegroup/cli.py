@@ -114,6 +114,24 @@ def build_parser() -> argparse.ArgumentParser:
         "Prints a summary, writes a JSON report and a picture. Needs PySpark and Java 17+.",
         epilog=_EPILOG,
     )
+    share_groups = sub.add_parser(
+        "share-groups",
+        help="list, describe, reset offsets of and delete share groups on any broker (kafka-share-groups.sh)",
+        description="kafka-share-groups.sh over the Kafka wire protocol: exactly one of --list, --describe, "
+        "--reset-offsets, --delete-offsets, --delete. Exit 0 when the action ran, 1 on a usage error or a "
+        "failed request.",
+    )
+    from .admin.share_groups import add_arguments as _share_groups_arguments
+
+    _share_groups_arguments(share_groups)
+    configs = sub.add_parser(
+        "configs",
+        help="describe or alter topic, broker and group configs on any broker (kafka-configs.sh)",
+        description="kafka-configs.sh over the Kafka wire protocol for --entity-type topics, brokers or groups.",
+    )
+    from .admin.configs import add_arguments as _configs_arguments
+
+    _configs_arguments(configs)
     audit.add_argument("state_log_dir", metavar="STATE_LOG_DIR", help="the state log directory (or a URI Spark reads)")
     audit.add_argument("--master", default="local[2]", metavar="URL", help="Spark master (default: %(default)s)")
     audit.add_argument("--out", metavar="DIR", help="where to write the report and the picture")
@@ -139,6 +157,14 @@ def main(argv: list[str] | None = None) -> int:
             from .server.serve import run as run_serve
 
             return run_serve(args)
+        if args.command == "share-groups":
+            from .admin.share_groups import run as run_share_groups
+
+            return run_share_groups(args)
+        if args.command == "configs":
+            from .admin.configs import run as run_configs
+
+            return run_configs(args)
     except ImportError as exc:  # e.g. the native tracker is not built
         print(f"sharegroup: {exc}", file=sys.stderr)
         return EXIT_USAGE

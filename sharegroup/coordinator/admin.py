@@ -148,6 +148,17 @@ class ShareGroupAdmin:
         await self.store.commit(deletion_records(group))
         log.info("deleted share group %s", group_id)
 
+    async def delete_topic_state(self, group_id: str, topic_id: uuid.UUID) -> tuple[bool, Errors]:
+        """A deleted topic: delete the group's share-partition state of it, members or not (Kafka does
+        so when the topic's partitions are deleted). Returns whether the group held state for it and
+        the first persister error (the topic then stays deleting; the next call retries)."""
+        group = self.store.groups.get(group_id)
+        entry = None if group is None else all_partitions_of(group, topic_id)
+        if group is None or entry is None:
+            return False, Errors.NONE
+        failed = await self.lifecycle.delete_topics(group, {topic_id: entry})
+        return True, failed.get(topic_id, Errors.NONE)
+
     # -- helpers -------------------------------------------------------------------------------------
 
     def _require_empty_group(self, group_id: str) -> ShareGroup:

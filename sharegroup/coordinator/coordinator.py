@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..clock import Clock, SystemClock
 from ..errors import Errors
@@ -59,7 +59,10 @@ class GroupCoordinator:
         config: GroupConfig = GroupConfig(),
         record_sink: RecordSink | None = None,
         listener: GroupListener | None = None,
+        group_timing: Callable[[str], tuple[int, int] | None] | None = None,
     ) -> None:
+        """`group_timing(group_id)` optionally gives a group's own (session timeout ms, heartbeat
+        interval ms), e.g. from its group configs; None keeps `config`'s."""
         if not isinstance(persister, Persister):
             raise TypeError(f"persister must implement sharegroup.persistence.Persister, got {persister!r}")
         if not (callable(getattr(topics, "lookup", None)) and callable(getattr(topics, "latest_offset", None))):
@@ -80,7 +83,7 @@ class GroupCoordinator:
         self._store = GroupStore(record_sink if record_sink is not None else MemoryRecordSink(),
                                  loaded=record_sink is None)
         self._lifecycle = PartitionStateLifecycle(self._store, persister)
-        self._membership = Membership(self._store, self._lifecycle, topics, clock, config)
+        self._membership = Membership(self._store, self._lifecycle, topics, clock, config, group_timing)
         self._admin = ShareGroupAdmin(self._store, self._lifecycle, topics)
 
     # -- properties --------------------------------------------------------------------------------
@@ -249,6 +252,26 @@ class GroupCoordinator:
                 events.group_deleted(group_id)
         finally:
             await self._notify(events)
+
+    async def topic_deleted(self, topic_id: uuid.UUID) -> dict[str, Errors]:
+        """The topic `topic_id` was deleted: every group holding share-partition state for it has that
+        state deleted through the persister (two-stage, as delete offsets) whether it has members or
+        not; their assignments lose the topic on the next heartbeat (its metadata is gone). Returns the
+        groups that held state, with the persister's first error (NONE when all went)."""
+        topic_id = check_topic_id(topic_id)
+        self._store.check_loaded()
+        outcomes: dict[str, Errors] = {}
+        for group_id in self.group_ids:
+            events = _Events()
+            try:
+                async with self._store.locks.hold(group_id):
+                    held, error = await self._admin.delete_topic_state(group_id, topic_id)
+                    if held:
+                        outcomes[group_id] = error
+                        events.offsets_deleted(group_id, [topic_id])
+            finally:
+                await self._notify(events)
+        return outcomes
 
     # -- listener ------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from typing import Callable
 
 from ..clock import Clock
 from ..errors import Errors, ShareError
@@ -57,12 +58,20 @@ class Membership:
         topics: TopicsLookup,
         clock: Clock,
         config: GroupConfig,
+        group_timing: Callable[[str], tuple[int, int] | None] | None = None,
     ) -> None:
         self.store = store
         self.lifecycle = lifecycle
         self.topics = topics
         self.clock = clock
         self.config = config
+        self.group_timing = group_timing
+
+    def timing(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) in ms of one group: its own values when the optional
+        `group_timing` source has them (group configs), else the coordinator's."""
+        own = None if self.group_timing is None else self.group_timing(group_id)
+        return own if own is not None else (self.config.session_timeout_ms, self.config.heartbeat_interval_ms)
 
     # -- leave and session expiry ------------------------------------------------------------------
 
@@ -72,7 +81,7 @@ class Membership:
             raise ShareError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         await self.store.commit(self.removal_records(group, [member_id]))
         log.info("member %s left share group %s", member_id, group_id)
-        return HeartbeatResult(member_id, -1, self.config.heartbeat_interval_ms, None)
+        return HeartbeatResult(member_id, -1, self.timing(group_id)[1], None)
 
     async def expire_group(self, group_id: str, now_ms: int) -> list[str]:
         """Remove the members of one group whose session timed out at `now_ms`; returns their ids."""
@@ -176,7 +185,7 @@ class Membership:
             records.append(group_epoch_record(group_id, group.group_epoch + 1, new_hash))
         await self.store.commit(records)
         group = self.store.groups[group_id]
-        group.touch_session(member_id, now_ms + self.config.session_timeout_ms)
+        group.touch_session(member_id, now_ms + self.timing(group_id)[0])
 
         # 2-3. Two-stage initialization of the subscribed topics' share-partitions.
         if group.initialize_check_needed:
@@ -207,7 +216,7 @@ class Membership:
         return HeartbeatResult(
             member_id,
             member.member_epoch,
-            self.config.heartbeat_interval_ms,
+            self.timing(group_id)[1],
             assignment_dict(member.assignment) if full else None,
         )
 

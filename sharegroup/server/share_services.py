@@ -14,6 +14,9 @@
 
 Configs: the broker's `group.share.*` keys and the `--group-config share.*` defaults become the
 `BrokerConfig`, the default `ShareGroupConfig` of every group, and the coordinator's `GroupConfig`.
+Values set on one group (IncrementalAlterConfigs, `group_configs.GroupConfigStore`, durable under
+`DIR/groups`) are the manager's per-group config source (new share-partitions of the group use them)
+and the coordinator's per-group session timeout and heartbeat interval.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
 from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
 from .broker_config import ServeConfig
+from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
 
 __all__ = ["ShareServices", "StoreTopics", "broker_share_config", "group_share_config", "coordinator_config"]
@@ -93,23 +97,15 @@ class StoreTopics:
         return self.store.log_end_offset(topic_id, partition)
 
 
-class _GroupConfigs:
-    """The manager's per-group config source: every group gets the broker's share-group defaults."""
-
-    def __init__(self, config: ShareGroupConfig) -> None:
-        self.config = config
-
-    def group_config(self, group_id: str) -> ShareGroupConfig:
-        return self.config
-
-
 class ShareServices:
     """Persister, coordinator and manager of one broker; `await ShareServices.open(...)`, then
     `await start()`, and `await close()` before the topic store closes."""
 
     def __init__(self, persister: Any, sink: FileRecordSink, coordinator: GroupCoordinator,
-                 manager: SharePartitionManager, group_config: GroupConfig) -> None:
+                 manager: SharePartitionManager, group_config: GroupConfig,
+                 group_configs: GroupConfigStore | None = None) -> None:
         self.persister = persister
+        self.group_configs = group_configs
         self.sink = sink
         self.coordinator = coordinator
         self.manager = manager
@@ -139,10 +135,11 @@ class ShareServices:
         try:
             sink = FileRecordSink.open(data_dir / "groups")
             group_config = coordinator_config(config)
+            group_configs = GroupConfigStore(data_dir / "groups", config, group_share_config(config))
             manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
-                                            coordinator=_GroupConfigs(group_share_config(config)))
+                                            coordinator=group_configs)
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
-                                           record_sink=sink, listener=manager)
+                                           record_sink=sink, listener=manager, group_timing=group_configs.timing)
             await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
         except BaseException:
             if sink is not None:
@@ -150,7 +147,7 @@ class ShareServices:
             await persister.close()
             raise
         store.subscribe(manager.on_append)
-        return cls(persister, sink, coordinator, manager, group_config)
+        return cls(persister, sink, coordinator, manager, group_config, group_configs)
 
     async def start(self) -> None:
         await self.manager.start()

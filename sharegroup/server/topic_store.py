@@ -380,6 +380,76 @@ class TopicStore:
             if entry.endswith("-delete") or _PARTITION_DIR.fullmatch(entry):
                 shutil.rmtree(path)
 
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicInfo:
+        """Kafka's CreatePartitions for one topic: grow it to `count` partitions (new ones empty, from
+        offset 0). UNKNOWN_TOPIC_OR_PARTITION for no such topic, INVALID_PARTITIONS unless
+        current < count <= the per-topic maximum. The new logs exist before the metadata names them: a
+        crash in between leaves directories no topic owns, removed at the next open."""
+        self._check_open()
+        async with self._metadata_lock:
+            topic = self._by_name.get(name)
+            if topic is None:
+                raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+            current = topic.info.num_partitions
+            if isinstance(count, bool) or not isinstance(count, int) or count <= current:
+                raise ShareError(Errors.INVALID_PARTITIONS,
+                                 f"Topic currently has {current} partitions, which is higher than or equal to the "
+                                 f"requested {count}.")
+            if count > MAX_PARTITIONS_PER_TOPIC:
+                raise ShareError(Errors.INVALID_PARTITIONS,
+                                 f"{count} partitions is more than this broker's {MAX_PARTITIONS_PER_TOPIC}")
+            info = topic.info._replace(num_partitions=count)
+            if validate_only:
+                return info
+            grown = _Topic(info, topic.configs, topic.config)
+            grown.logs = list(topic.logs)
+            listed = [(grown.info if t is topic else t.info, t.configs) for t in self._by_name.values()]
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._grow_blocking, grown, current,
+                                                                 listed)
+            except OSError as exc:
+                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"adding partitions to {name!r}: {exc}") from exc
+            self._register(grown)
+            return info
+
+    def _grow_blocking(self, topic: _Topic, first_new: int, listed: list[tuple[TopicInfo, dict[str, str]]]) -> None:
+        info = topic.info
+        try:
+            for partition in range(first_new, info.num_partitions):
+                directory = os.path.join(self._root, f"{info.name}-{partition}")
+                topic.logs.append(TopicLog.open(directory, topic.config, fsync=self._fsync,
+                                                on_publish=self._publisher(info.topic_id, partition),
+                                                executor=self._executor))
+            self._write_topics(listed)
+        except BaseException:
+            for log in topic.logs[first_new:]:
+                log._close_files()
+            raise
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, object], *,
+                                  validate_only: bool = False) -> dict[str, str]:
+        """Replace a topic's config overrides with `configs` (IncrementalAlterConfigs computes them):
+        checked like CreateTopics configs (INVALID_CONFIG), made durable in the topics file, then applied
+        to every partition log (retention and segment rolling read them). Returns the new overrides."""
+        self._check_open()
+        str_configs = {str(k): str(v) for k, v in configs.items()}
+        log_config = self.log_config.for_topic(str_configs)  # INVALID_CONFIG before anything changes
+        async with self._metadata_lock:
+            topic = self._by_name.get(name)
+            if topic is None:
+                raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+            if validate_only:
+                return str_configs
+            listed = [(t.info, str_configs if t is topic else t.configs) for t in self._by_name.values()]
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._write_topics, listed)
+            except OSError as exc:
+                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"altering topic {name!r}: {exc}") from exc
+            topic.configs, topic.config = str_configs, log_config
+            for log in topic.logs:
+                log.config = log_config
+            return dict(str_configs)
+
     async def auto_create_topic(self, name: str) -> TopicInfo | None:
         """The topic, created with the defaults when it does not exist and `auto.create.topics.enable`
         is on (Metadata and Produce auto-creation); None when it does not exist and may not be created."""

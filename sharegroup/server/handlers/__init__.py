@@ -8,13 +8,18 @@ from __future__ import annotations
 from ..api import ApiHandler
 from . import (
     api_versions,
+    configs,
+    create_partitions,
     fetch,
     find_coordinator,
+    group_admin,
     init_producer_id,
+    list_offsets,
     metadata,
     produce,
     share_fetch,
     share_group,
+    topic_deletion,
     topics,
 )
 
@@ -28,6 +33,11 @@ HANDLER_MODULES = (
     fetch,
     share_group,
     share_fetch,
+    group_admin,
+    topic_deletion,
+    create_partitions,
+    configs,
+    list_offsets,
 )
 
 

@@ -1,43 +1,153 @@
-"""Fetch (key 1), versions 4-17: advertised, not yet served.
+"""Fetch (key 1), versions 4-17: classic reads of the topic logs, for consumers without a share group.
 
-librdkafka turns on RecordBatch v2 (MsgVer2) only when the broker advertises Produce >= 3 and Fetch >= 4,
-so Fetch must be in ApiVersions. Until classic fetching is implemented every requested partition is
-answered with UNSUPPORTED_VERSION (and the top-level error in v7+), without touching the logs.
+(librdkafka turns on RecordBatch v2 only when the broker advertises Produce >= 3 and Fetch >= 4.)
+
+- Topics by name (v4-12) or by id (v13+); per partition the stored batches from the one holding
+  `fetch_offset` on, byte-for-byte as the log keeps them, up to `partition_max_bytes` and, over the
+  whole response, `max_bytes` - except that the first partition with data always gets at least one
+  whole batch (Kafka's KIP-74 rule, so a batch larger than the limits is never stuck).
+- `isolation_level` 1 (read_committed) stops at the last stable offset and lists the aborted
+  transactions among the batches; 0 reads up to the high watermark (here the log end: one node).
+- Every partition reports high watermark, last stable offset and log start offset. A fetch offset
+  outside [log start, high watermark] is OFFSET_OUT_OF_RANGE with -1 offsets (the client then resets
+  with ListOffsets); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (v4-12) or UNKNOWN_TOPIC_ID (v13+).
+- Long polling: with less than `min_bytes` ready and no partition in error, the fetch waits up to
+  `max_wait` for an append to any partition of the store, then reads again; never past `max_wait`.
+- Fetch sessions (KIP-227) are not offered: every response has session id 0, so clients keep sending
+  full requests; a request naming a session (id != 0) gets FETCH_SESSION_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 
-_MESSAGE = "Fetch is not implemented by sharegroup serve yet"
+READ_COMMITTED = 1
+_signals: "weakref.WeakKeyDictionary[Any, AppendSignal]" = weakref.WeakKeyDictionary()
 
 
-def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+class AppendSignal:
+    """Wakes waiting fetches when the store publishes an append (subscribed once per store)."""
+
+    def __init__(self, store: Any) -> None:
+        self._waiters: set[asyncio.Future[None]] = set()
+        subscribe = getattr(store, "subscribe", None)
+        if subscribe is not None:
+            subscribe(self._on_append)
+
+    def arm(self) -> asyncio.Future[None]:
+        """A future completed by the next append (arm before reading, so no append is missed)."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.add(future)
+        return future
+
+    def disarm(self, future: asyncio.Future[None]) -> None:
+        """Forget a future whose fetch is answered (no append came): idle fetches must not pile up."""
+        self._waiters.discard(future)
+
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def _on_append(self, topic_id: Any, partition: int, end_offset: int = -1) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+
+def _signal(store: Any) -> AppendSignal:
+    signal = _signals.get(store)
+    if signal is None:
+        signal = _signals[store] = AppendSignal(store)
+    return signal
+
+
+def _error_partition(index: int, code: int) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+
+
+def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool) -> tuple[list[dict[str, Any]], int]:
+    store = ctx.broker.store
+    by_id = ctx.api_version >= 13
+    budget = max(0, int(request.max_bytes))
+    total = 0
     responses = []
     for topic in request.topics:
-        ident = {"topic": getattr(topic, "topic", None), "topic_id": getattr(topic, "topic_id", None)}
-        partitions = [
-            {
-                "partition_index": p.partition,
-                "error_code": code,
-                "high_watermark": -1,
-                "last_stable_offset": -1,
-                "log_start_offset": -1,
-                "aborted_transactions": None,
-                "records": b"",
-            }
-            for p in topic.partitions
-        ]
-        responses.append({**{k: v for k, v in ident.items() if v is not None}, "partitions": partitions})
-    return ctx.response({"throttle_time": 0, "error_code": code, "session_id": 0, "responses": responses})
+        info = store.topic_by_id(topic.topic_id) if by_id else store.topic_by_name(topic.topic)
+        ident = {"topic_id": topic.topic_id} if by_id else {"topic": topic.topic}
+        unknown = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+        partitions = []
+        for p in topic.partitions:
+            index = int(p.partition)
+            if info is None or not store.has_partition(info.topic_id, index):
+                partitions.append(_error_partition(index, unknown if info is None else ErrorCode.unknown_topic_or_partition))
+                continue
+            limit = min(int(p.partition_max_bytes), budget - total) if total else int(p.partition_max_bytes)
+            try:
+                if limit <= 0:  # the response is full: offsets only, no records
+                    read = store.read(info.topic_id, index, int(p.fetch_offset), 1, read_committed=read_committed)
+                    batches: tuple = ()
+                else:
+                    read = store.read(info.topic_id, index, int(p.fetch_offset), limit, read_committed=read_committed)
+                    batches = read.batches
+            except ShareError as exc:
+                partitions.append(_error_partition(index, int(exc.error)))
+                continue
+            records = b"".join(bytes(b.records) for b in batches)
+            total += len(records)
+            aborted = None
+            if read_committed:
+                aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                           for a in read.aborted_transactions]
+            partitions.append({
+                "partition_index": index, "error_code": ErrorCode.none, "high_watermark": read.high_watermark,
+                "last_stable_offset": read.last_stable_offset, "log_start_offset": read.log_start_offset,
+                "aborted_transactions": aborted, "preferred_read_replica": -1, "records": records,
+            })
+        responses.append({**ident, "partitions": partitions})
+    return responses, total
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return error_response(ctx, request, ErrorCode.unsupported_version)
+    if int(getattr(request, "session_id", 0)) != 0:
+        return error_response(ctx, request, ErrorCode.fetch_session_id_not_found)
+    read_committed = int(request.isolation_level) == READ_COMMITTED
+    loop = asyncio.get_running_loop()
+    max_wait_s = max(0.0, request.max_wait.total_seconds())
+    deadline = loop.time() + max_wait_s
+    signal = _signal(ctx.broker.store)
+    while True:
+        appended = signal.arm()
+        try:
+            responses, total = _read_partitions(ctx, request, read_committed)
+            remaining = deadline - loop.time()
+            failed = any(part["error_code"] for topic in responses for part in topic["partitions"])
+            if total >= int(request.min_bytes) or failed or remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(appended, remaining)
+            except asyncio.TimeoutError:
+                responses, total = _read_partitions(ctx, request, read_committed)
+                break
+        finally:
+            signal.disarm(appended)
+    return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
+                         "responses": responses})
+
+
+def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+    by_id = ctx.api_version >= 13
+    responses = [{**({"topic_id": t.topic_id} if by_id else {"topic": t.topic}),
+                  "partitions": [_error_partition(int(p.partition), code) for p in t.partitions]}
+                 for t in request.topics]
+    return ctx.response({"throttle_time": 0, "error_code": code, "session_id": 0, "responses": responses})
 
 
 HANDLERS = (ApiHandler(1, "Fetch", 4, 17, handle, error_response),)

@@ -1,0 +1,165 @@
+"""Per-group share configs set with IncrementalAlterConfigs (Kafka's GROUP resource, type 32).
+
+The keys are Kafka's group-level share configs (`GROUP_CONFIG_KEYS`): `share.auto.offset.reset`,
+`share.record.lock.duration.ms`, `share.delivery.count.limit`, `share.isolation.level`,
+`share.session.timeout.ms`, `share.heartbeat.interval.ms`. A value is checked against the broker's
+bounds (`group.share.min/max.*`) exactly as a `--group-config` default is; a bad key or value is
+`ShareError(INVALID_CONFIG)` and nothing changes.
+
+The values set per group are durable in one small JSON file, `DIR/groups/group-configs.json`, replaced
+atomically (written, fsync'd, renamed) on every change. A group's effective settings are the broker's
+defaults (`--group-config`, then the `group.share.*` keys) with its own values on top; they apply to the
+share-partitions and sessions the group creates after the change (a loaded share-partition keeps the
+settings it was created with until it is reloaded, as in Kafka).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from ..config import ShareGroupConfig
+from ..errors import Errors, ShareError
+from .broker_config import GROUP_CONFIG_KEYS, ServeConfig, _parse_group_config
+from .segment_files import write_file_atomically
+
+__all__ = ["GroupConfigStore", "SET", "DELETE", "FILE_NAME"]
+
+FILE_NAME = "group-configs.json"
+SET, DELETE = 0, 1  # Kafka's IncrementalAlterConfigs operations that apply to single-valued configs
+
+
+class GroupConfigStore:
+    """The per-group values, their validation against the broker, and the effective configs."""
+
+    def __init__(self, directory: Path | str, config: ServeConfig, base: ShareGroupConfig,
+                 fsync: Callable[[int], None] | None = os.fsync) -> None:
+        self.path = os.path.join(str(directory), FILE_NAME)
+        self.config = config
+        self.base = base
+        self._fsync = fsync
+        self._values: dict[str, dict[str, Any]] = self._read()
+        self._check()
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                doc = json.loads(f.read())
+        except FileNotFoundError:
+            return {}
+        if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("groups"), dict):
+            raise ValueError(f"{self.path}: not a group configs file of version 1")
+        return {group: {k: _parse_group_config(k, v, self.config.values) for k, v in values.items()}
+                for group, values in doc["groups"].items()}
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def overrides(self, group_id: str) -> dict[str, Any]:
+        """The values set on this group (not the defaults)."""
+        return dict(self._values.get(group_id, {}))
+
+    def defaults(self) -> dict[str, Any]:
+        """Every group-level key's broker default: `--group-config`, else the `group.share.*` key."""
+        out: dict[str, Any] = {}
+        for key in GROUP_CONFIG_KEYS:
+            if key in self.config.group_defaults:
+                out[key] = self.config.group_defaults[key]
+            elif key == "share.auto.offset.reset":
+                out[key] = "latest"
+            elif key == "share.isolation.level":
+                out[key] = "read_uncommitted"
+            else:
+                out[key] = self.config["group." + key]
+        return out
+
+    def effective(self, group_id: str) -> dict[str, tuple[Any, bool]]:
+        """key -> (value, set on the group) for every group-level key."""
+        own = self._values.get(group_id, {})
+        return {k: (own[k], True) if k in own else (v, False) for k, v in self.defaults().items()}
+
+    def group_config(self, group_id: str) -> ShareGroupConfig:
+        """The share-partition settings of a group (the manager's config source)."""
+        own = self._values.get(group_id)
+        if not own:
+            return self.base
+        shared = {k: v for k, v in own.items() if k not in ("share.session.timeout.ms", "share.heartbeat.interval.ms")}
+        return ShareGroupConfig.from_properties({**_as_properties(self.base), **shared})
+
+    def timing(self, group_id: str) -> tuple[int, int] | None:
+        """(share.session.timeout.ms, share.heartbeat.interval.ms) of a group that set either, else None
+        (the coordinator's defaults apply): the coordinator's per-group timing source."""
+        own = self._values.get(group_id, {})
+        if "share.session.timeout.ms" not in own and "share.heartbeat.interval.ms" not in own:
+            return None
+        defaults = self.defaults()
+        key_t, key_h = "share.session.timeout.ms", "share.heartbeat.interval.ms"
+        return own.get(key_t, defaults[key_t]), own.get(key_h, defaults[key_h])
+
+    # -- changing --------------------------------------------------------------------------------------
+
+    def validate(self, group_id: str, changes: Iterable[tuple[str, int, str | None]]) -> dict[str, Any]:
+        """The group's values after `changes` ((key, SET or DELETE, value)); INVALID_CONFIG when a key is
+        unknown, a value is out of bounds, or an operation does not apply (APPEND/SUBTRACT)."""
+        values = dict(self._values.get(group_id, {}))
+        for key, op, raw in changes:
+            if key not in GROUP_CONFIG_KEYS:
+                raise ShareError(Errors.INVALID_CONFIG, f"Unknown group config name: {key}")
+            if op == DELETE:
+                values.pop(key, None)
+            elif op == SET:
+                try:
+                    values[key] = _parse_group_config(key, raw, self.config.values)
+                except ValueError as exc:
+                    raise ShareError(Errors.INVALID_CONFIG, str(exc)) from None
+            else:
+                raise ShareError(Errors.INVALID_CONFIG, f"Config {key}: only SET and DELETE apply to group configs")
+        timeout = values.get("share.session.timeout.ms", self.defaults()["share.session.timeout.ms"])
+        interval = values.get("share.heartbeat.interval.ms", self.defaults()["share.heartbeat.interval.ms"])
+        if interval >= timeout:
+            raise ShareError(Errors.INVALID_CONFIG,
+                             f"share.heartbeat.interval.ms ({interval}) must be less than share.session.timeout.ms "
+                             f"({timeout})")
+        try:
+            ShareGroupConfig.from_properties({**_as_properties(self.base), **{
+                k: v for k, v in values.items() if k not in ("share.session.timeout.ms", "share.heartbeat.interval.ms")}})
+        except ValueError as exc:
+            raise ShareError(Errors.INVALID_CONFIG, str(exc)) from None
+        return values
+
+    def alter(self, group_id: str, changes: Iterable[tuple[str, int, str | None]]) -> None:
+        """Apply `changes` (see `validate`) and make them durable before returning."""
+        values = self.validate(group_id, list(changes))
+        updated = dict(self._values)
+        if values:
+            updated[group_id] = values
+        else:
+            updated.pop(group_id, None)
+        doc = {"version": 1, "groups": updated}
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            write_file_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode(), self._fsync)
+        except OSError as exc:
+            raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"writing {self.path}: {exc}") from exc
+        self._values = updated
+        self._check()
+
+    def forget(self, group_id: str) -> None:
+        """A deleted group loses its configs (Kafka deletes them with the group)."""
+        if group_id in self._values:
+            self.alter(group_id, [(k, DELETE, None) for k in list(self._values[group_id])])
+
+    def _check(self) -> None:
+        for group_id, values in self._values.items():
+            assert values and set(values) <= set(GROUP_CONFIG_KEYS), (group_id, values)
+
+
+def _as_properties(config: ShareGroupConfig) -> Mapping[str, Any]:
+    return {
+        "share.record.lock.duration.ms": config.record_lock_duration_ms,
+        "share.delivery.count.limit": config.delivery_count_limit,
+        "group.share.partition.max.record.locks": config.partition_max_record_locks,
+        "share.auto.offset.reset": config.auto_offset_reset,
+        "share.isolation.level": config.isolation_level,
+    }

@@ -1,0 +1,227 @@
+"""DescribeConfigs (key 32) v1-4 and IncrementalAlterConfigs (key 44) v0-1 for topics, brokers, groups.
+
+Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
+- A topic's configs are its overrides (source TOPIC_CONFIG) over the broker's log settings (source
+  DEFAULT_CONFIG); SET and DELETE change the overrides, checked as CreateTopics checks them
+  (INVALID_CONFIG), durable in the topic store and applied to the partition logs at once.
+- The broker (resource name = its node id, or "" for the cluster default) describes every broker key
+  it uses, read-only: nothing is dynamically changeable, so an alter answers INVALID_CONFIG. Another
+  node id is INVALID_REQUEST.
+- A group (any name: configs may be set before the group exists, as in Kafka) describes its six share
+  keys: values set on it (source GROUP_CONFIG) over the broker defaults; SET and DELETE are checked
+  against the broker's bounds (INVALID_CONFIG) and kept by `GroupConfigStore`.
+APPEND and SUBTRACT (list configs) apply to none of these keys: INVALID_CONFIG. An unknown resource
+type, or the same resource twice in one request, is INVALID_REQUEST. `validate_only` checks only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import Errors, ShareError
+from ..api import ApiHandler, RequestContext
+from ..broker_config import CONFIG_DEFS
+from ..group_configs import DELETE, SET
+
+TOPIC, BROKER, GROUP = 2, 4, 32
+# Kafka's ConfigSource values
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
+# Kafka's ConfigType values
+BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
+
+# Topic keys the store acts on -> (LogConfig field, config type)
+_TOPIC_FIELDS = {"segment.bytes": ("segment_bytes", INT), "retention.ms": ("retention_ms", LONG),
+                 "retention.bytes": ("retention_bytes", LONG), "max.message.bytes": ("max_message_bytes", INT)}
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _type_of(value: Any) -> int:
+    if isinstance(value, bool):
+        return BOOLEAN
+    if isinstance(value, int):
+        return LONG
+    return STRING
+
+
+def _entry(name: str, value: Any, source: int, config_type: int, read_only: bool = False) -> dict[str, Any]:
+    return {"name": name, "value": _text(value), "read_only": read_only, "config_source": source,
+            "is_sensitive": False, "synonyms": [], "config_type": config_type, "documentation": None}
+
+
+def _topic_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+    store = ctx.broker.store
+    overrides = store.topic_configs(name)
+    if overrides is None:
+        raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    effective = store.topic_log_config(name)
+    out = [_entry(key, getattr(effective, field), TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG, kind)
+           for key, (field, kind) in sorted(_TOPIC_FIELDS.items())]
+    out += [_entry(k, v, TOPIC_CONFIG, STRING) for k, v in sorted(overrides.items()) if k not in _TOPIC_FIELDS]
+    return sorted(out, key=lambda e: e["name"])
+
+
+def _check_broker_name(ctx: RequestContext, name: str) -> None:
+    if name not in ("", str(ctx.broker.node_id)):
+        raise ShareError(Errors.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, "
+                                                 f"but received {name}")
+
+
+def _broker_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+    _check_broker_name(ctx, name)
+    values = ctx.broker.config.values
+    return [_entry(k, v, DEFAULT_CONFIG if v == CONFIG_DEFS[k].default else STATIC_BROKER_CONFIG, _type_of(v),
+                   read_only=True) for k, v in sorted(values.items())]
+
+
+def _group_store(ctx: RequestContext) -> Any:
+    share = ctx.broker.services.get("share")
+    if share is None or getattr(share, "group_configs", None) is None:
+        raise ShareError(Errors.COORDINATOR_NOT_AVAILABLE, "share groups are not enabled")
+    return share.group_configs
+
+
+def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+    effective = _group_store(ctx).effective(name)
+    return [_entry(k, v, GROUP_CONFIG if own else DEFAULT_CONFIG, _type_of(v))
+            for k, (v, own) in sorted(effective.items())]
+
+
+_DESCRIBERS = {TOPIC: _topic_configs, BROKER: _broker_configs, GROUP: _group_configs}
+
+
+def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
+    counts = Counter((int(r.resource_type), r.resource_name) for r in resources)
+    return {k for k, n in counts.items() if n > 1}
+
+
+# -- DescribeConfigs ----------------------------------------------------------------------------------
+
+
+def _described(resource: Any, code: int, message: str | None, configs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name, "configs": configs}
+
+
+async def describe(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        describer = _DESCRIBERS.get(int(resource.resource_type))
+        if describer is None:
+            results.append(_described(resource, ErrorCode.invalid_request,
+                                      f"Unsupported resource type {resource.resource_type}", []))
+            continue
+        try:
+            configs = describer(ctx, resource.resource_name)
+        except ShareError as exc:
+            results.append(_described(resource, int(exc.error), exc.message or None, []))
+            continue
+        keys = resource.configuration_keys
+        if keys is not None:
+            wanted = set(keys)
+            configs = [c for c in configs if c["name"] in wanted]
+        results.append(_described(resource, ErrorCode.none, None, configs))
+    return ctx.response({"throttle_time": 0, "results": results})
+
+
+def describe_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "results": [_described(r, code, None, []) for r in request.resources]})
+
+
+# -- IncrementalAlterConfigs --------------------------------------------------------------------------
+
+
+def _changes(resource: Any) -> list[tuple[str, int, str | None]]:
+    names = Counter(c.name for c in resource.configs)
+    repeated = sorted(k for k, n in names.items() if n > 1)
+    if repeated:
+        raise ShareError(Errors.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(repeated)}")
+    changes = []
+    for c in resource.configs:
+        op = int(c.config_operation)
+        if op not in (SET, DELETE):
+            raise ShareError(Errors.INVALID_CONFIG, f"Config {c.name}: APPEND and SUBTRACT apply only to list configs")
+        if op == SET and c.value is None:
+            raise ShareError(Errors.INVALID_REQUEST, f"Null value not supported for: {c.name}")
+        changes.append((c.name, op, c.value))
+    return changes
+
+
+async def _alter_topic(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
+    store = ctx.broker.store
+    current = store.topic_configs(name)
+    if current is None:
+        raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    updated = dict(current)
+    for key, op, value in changes:
+        if op == DELETE:
+            updated.pop(key, None)
+        else:
+            updated[key] = value
+    await store.alter_topic_configs(name, updated, validate_only=validate_only)
+
+
+async def _alter_broker(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
+    _check_broker_name(ctx, name)
+    keys = sorted({key for key, _op, _v in changes})
+    raise ShareError(Errors.INVALID_CONFIG, f"Cannot update these configs dynamically: {', '.join(keys)}")
+
+
+async def _alter_group(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
+    if not name:
+        raise ShareError(Errors.INVALID_REQUEST, "a group resource needs a group id")
+    store = _group_store(ctx)
+    if validate_only:
+        store.validate(name, changes)
+    else:
+        store.alter(name, changes)
+
+
+_ALTERERS = {TOPIC: _alter_topic, BROKER: _alter_broker, GROUP: _alter_group}
+
+
+def _altered(resource: Any, code: int, message: str | None = None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name}
+
+
+async def incremental_alter(ctx: RequestContext, request: Any) -> Any:
+    twice = _duplicates(request.resources)
+    responses = []
+    for resource in request.resources:
+        key = (int(resource.resource_type), resource.resource_name)
+        alterer = _ALTERERS.get(key[0])
+        if key in twice:
+            responses.append(_altered(resource, ErrorCode.invalid_request,
+                                      f"Error due to duplicate resource {resource.resource_name}"))
+            continue
+        if alterer is None:
+            responses.append(_altered(resource, ErrorCode.invalid_request,
+                                      f"Unsupported resource type {resource.resource_type}"))
+            continue
+        try:
+            await alterer(ctx, resource.resource_name, _changes(resource), bool(request.validate_only))
+        except ShareError as exc:
+            responses.append(_altered(resource, int(exc.error), exc.message or None))
+            continue
+        responses.append(_altered(resource, ErrorCode.none))
+    return ctx.response({"throttle_time": 0, "responses": responses})
+
+
+def incremental_alter_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "responses": [_altered(r, code) for r in request.resources]})
+
+
+HANDLERS = (
+    ApiHandler(32, "DescribeConfigs", 1, 4, describe, describe_error),
+    ApiHandler(44, "IncrementalAlterConfigs", 0, 1, incremental_alter, incremental_alter_error),
+)

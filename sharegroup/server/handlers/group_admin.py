@@ -1,0 +1,222 @@
+"""The share-group admin APIs an operator's tools use: ListGroups (key 16) v0-5 (filters from v4), DeleteGroups (42) v0-2,
+DescribeShareGroupOffsets (90) v0-1, AlterShareGroupOffsets (91) v0, DeleteShareGroupOffsets (92) v0.
+
+Every call goes to the group coordinator (`share.coordinator`), which holds the group lock and drives
+the persister; this module only maps topic names to ids and the coordinator's answers to Kafka's shapes.
+
+- ListGroups lists every share group with protocol type "share", group type "share" and its state
+  (Empty or Stable); `states_filter` and `types_filter` match case-insensitively, an empty filter
+  matches all. This broker has no classic or consumer groups, so a filter of only those types lists none.
+- DeleteGroups answers per group: GROUP_ID_NOT_FOUND, GROUP_NOT_EMPTY or NONE (the share-partition
+  state is deleted through the persister before the group's records).
+- DescribeShareGroupOffsets: start offset and lag per partition; `topics` null means every topic the
+  group holds state for. A requested partition the group holds no state for answers start offset -1
+  (as Kafka); an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION per partition. A missing group is
+  GROUP_ID_NOT_FOUND at group level.
+- Alter/DeleteShareGroupOffsets carry group-level errors (GROUP_NOT_EMPTY, GROUP_ID_NOT_FOUND) in the
+  top-level error code, per-topic or per-partition ones (UNKNOWN_TOPIC_OR_PARTITION) in the responses.
+
+Without share services every group answers COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import Errors, ShareError
+from ..api import ApiHandler, RequestContext
+from ..codec import ZERO_UUID
+
+SHARE_TYPE = "share"
+NOT_AVAILABLE = int(Errors.COORDINATOR_NOT_AVAILABLE)
+
+
+def _share(ctx: RequestContext) -> Any:
+    return ctx.broker.services.get("share")
+
+
+def _topic(ctx: RequestContext, name: str) -> Any:
+    return ctx.broker.store.topic_by_name(name)
+
+
+# -- ListGroups ---------------------------------------------------------------------------------------
+
+
+async def list_groups(ctx: RequestContext, request: Any) -> Any:
+    share = _share(ctx)
+    if share is None:
+        return list_groups_error(ctx, request, NOT_AVAILABLE)
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    groups = []
+    if not types or SHARE_TYPE in types:
+        for group_id in share.coordinator.group_ids:
+            try:
+                state = str(share.coordinator.describe_group(group_id).state)
+            except ShareError:  # deleted between listing and describing
+                continue
+            if states and state.lower() not in states:
+                continue
+            groups.append({"group_id": group_id, "protocol_type": SHARE_TYPE, "group_state": state,
+                           "group_type": SHARE_TYPE})
+    return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups})
+
+
+def list_groups_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "error_code": code, "groups": []})
+
+
+# -- DeleteGroups -------------------------------------------------------------------------------------
+
+
+async def delete_groups(ctx: RequestContext, request: Any) -> Any:
+    share = _share(ctx)
+    results = []
+    for group_id in request.groups_names:
+        code = NOT_AVAILABLE
+        if share is not None:
+            try:
+                await share.coordinator.delete_group(group_id)
+                code = ErrorCode.none
+                if getattr(share, "group_configs", None) is not None:
+                    share.group_configs.forget(group_id)  # Kafka deletes a group's configs with it
+            except ShareError as exc:
+                code = int(exc.error)
+        results.append({"group_id": group_id, "error_code": code})
+    return ctx.response({"throttle_time": 0, "results": results})
+
+
+def delete_groups_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0,
+                         "results": [{"group_id": g, "error_code": code} for g in request.groups_names]})
+
+
+# -- DescribeShareGroupOffsets ------------------------------------------------------------------------
+
+
+def _offset_partition(partition: int, start_offset: int, lag: int, code: int) -> dict[str, Any]:
+    return {"partition_index": partition, "start_offset": start_offset, "leader_epoch": 0 if code == 0 else -1,
+            "lag": lag, "error_code": code, "error_message": None}
+
+
+async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str, Any]:
+    group_id = group.group_id
+    try:
+        offsets = await share.coordinator.describe_offsets(group_id)
+    except ShareError as exc:
+        return {"group_id": group_id, "topics": [], "error_code": int(exc.error), "error_message": exc.message or None}
+    topics = []
+    if group.topics is None:  # every topic the group holds state for
+        for topic_id, partitions in sorted(offsets.items()):
+            info = ctx.broker.store.topic_by_id(topic_id)
+            topics.append({"topic_name": "" if info is None else info.name, "topic_id": topic_id, "partitions": [
+                _offset_partition(p, o.start_offset, o.lag, int(o.error)) for p, o in sorted(partitions.items())]})
+    else:
+        for wanted in group.topics:
+            info = _topic(ctx, wanted.topic_name)
+            if info is None:
+                topics.append({"topic_name": wanted.topic_name, "topic_id": ZERO_UUID, "partitions": [
+                    _offset_partition(p, -1, -1, int(Errors.UNKNOWN_TOPIC_OR_PARTITION)) for p in wanted.partitions]})
+                continue
+            held = offsets.get(info.topic_id, {})
+            parts = []
+            for p in wanted.partitions:
+                o = held.get(p)
+                parts.append(_offset_partition(p, -1, -1, 0) if o is None
+                             else _offset_partition(p, o.start_offset, o.lag, int(o.error)))
+            topics.append({"topic_name": info.name, "topic_id": info.topic_id, "partitions": parts})
+    return {"group_id": group_id, "topics": topics, "error_code": ErrorCode.none, "error_message": None}
+
+
+async def describe_offsets(ctx: RequestContext, request: Any) -> Any:
+    share = _share(ctx)
+    if share is None:
+        return describe_offsets_error(ctx, request, NOT_AVAILABLE)
+    return ctx.response({"throttle_time": 0, "groups": [await _describe_one(ctx, share, g) for g in request.groups]})
+
+
+def describe_offsets_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "groups": [
+        {"group_id": g.group_id, "topics": [], "error_code": code, "error_message": None} for g in request.groups]})
+
+
+# -- AlterShareGroupOffsets ---------------------------------------------------------------------------
+
+
+async def alter_offsets(ctx: RequestContext, request: Any) -> Any:
+    share = _share(ctx)
+    if share is None:
+        return alter_offsets_error(ctx, request, NOT_AVAILABLE)
+    wanted: dict[uuid.UUID, dict[int, int]] = {}
+    unknown: dict[str, list[int]] = {}
+    names: dict[uuid.UUID, str] = {}
+    for topic in request.topics:
+        info = _topic(ctx, topic.topic_name)
+        partitions = {int(p.partition_index): int(p.start_offset) for p in topic.partitions}
+        if info is None:
+            unknown.setdefault(topic.topic_name, []).extend(partitions)
+            continue
+        names[info.topic_id] = info.name
+        wanted.setdefault(info.topic_id, {}).update(partitions)
+    results: dict[uuid.UUID, dict[int, Errors]] = {}
+    if wanted:
+        try:
+            results = await share.coordinator.alter_offsets(request.group_id, wanted)
+        except ShareError as exc:
+            return alter_offsets_error(ctx, request, int(exc.error), exc.message or None)
+    responses = [{"topic_name": names[t], "topic_id": t, "partitions": [
+        {"partition_index": p, "error_code": int(e), "error_message": None} for p, e in sorted(parts.items())]}
+        for t, parts in results.items()]
+    responses += [{"topic_name": name, "topic_id": ZERO_UUID, "partitions": [
+        {"partition_index": p, "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION), "error_message": None}
+        for p in parts]} for name, parts in unknown.items()]
+    return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+                         "responses": responses})
+
+
+def alter_offsets_error(ctx: RequestContext, request: Any, code: int, message: str | None = None) -> Any:
+    return ctx.response({"throttle_time": 0, "error_code": code, "error_message": message, "responses": [
+        {"topic_name": t.topic_name, "topic_id": ZERO_UUID, "partitions": [
+            {"partition_index": p.partition_index, "error_code": code, "error_message": message}
+            for p in t.partitions]} for t in request.topics]})
+
+
+# -- DeleteShareGroupOffsets --------------------------------------------------------------------------
+
+
+async def delete_offsets(ctx: RequestContext, request: Any) -> Any:
+    share = _share(ctx)
+    if share is None:
+        return delete_offsets_error(ctx, request, NOT_AVAILABLE)
+    known = [(t.topic_name, _topic(ctx, t.topic_name)) for t in request.topics]
+    ids = [info.topic_id for _, info in known if info is not None]
+    try:
+        results = await share.coordinator.delete_offsets(request.group_id, ids)
+    except ShareError as exc:
+        return delete_offsets_error(ctx, request, int(exc.error), exc.message or None)
+    responses = []
+    for name, info in known:
+        if info is None:
+            responses.append({"topic_name": name, "topic_id": ZERO_UUID,
+                              "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION), "error_message": None})
+        else:
+            responses.append({"topic_name": name, "topic_id": info.topic_id,
+                              "error_code": int(results.get(info.topic_id, Errors.NONE)), "error_message": None})
+    return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+                         "responses": responses})
+
+
+def delete_offsets_error(ctx: RequestContext, request: Any, code: int, message: str | None = None) -> Any:
+    return ctx.response({"throttle_time": 0, "error_code": code, "error_message": message, "responses": []})
+
+
+HANDLERS = (
+    ApiHandler(16, "ListGroups", 0, 5, list_groups, list_groups_error),
+    ApiHandler(42, "DeleteGroups", 0, 2, delete_groups, delete_groups_error),
+    ApiHandler(90, "DescribeShareGroupOffsets", 0, 1, describe_offsets, describe_offsets_error),
+    ApiHandler(91, "AlterShareGroupOffsets", 0, 0, alter_offsets, alter_offsets_error),
+    ApiHandler(92, "DeleteShareGroupOffsets", 0, 0, delete_offsets, delete_offsets_error),
+)

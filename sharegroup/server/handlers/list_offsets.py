@@ -1,0 +1,111 @@
+"""ListOffsets (key 2), versions 1-9: offsets by time, for consumers resetting and for `list_offsets`.
+
+Per partition, by Kafka's special timestamps:
+- -1 (LATEST): the high watermark, or the last stable offset with `isolation_level` 1 (read_committed);
+- -2 (EARLIEST) and -4 (EARLIEST_LOCAL, v8+; no tiered storage here): the log start offset;
+- -3 (MAX_TIMESTAMP, v7+): the largest batch timestamp and its batch's base offset (the earliest batch
+  on ties; never below the log start); -1/-1 for an empty log;
+- -5 (EARLIEST_PENDING_UPLOAD, v9+): nothing is ever pending upload: offset -1;
+- a timestamp >= 0: the first offset whose batch timestamp is at or after it, with that batch's max
+  timestamp; offset -1 (and timestamp -1) when no record is that recent.
+Special timestamps answer timestamp -1, as Kafka does. Leader epoch is 0 (one node, never re-elected).
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION; a special timestamp the version does not know is
+UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import ShareError
+from ..api import ApiHandler, RequestContext
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
+_MAX_TS = struct.Struct(">q")
+_MAX_TS_AT = 35  # a v2 batch header: ... firstTimestamp (int64) at 27, maxTimestamp (int64) at 35
+_SCAN_BYTES = 1 << 20
+_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, EARLIEST_PENDING_UPLOAD: 9}
+
+
+def _batch_max_timestamp(batch: Any) -> int:
+    return _MAX_TS.unpack_from(bytes(batch.records[:_MAX_TS_AT + 8]), _MAX_TS_AT)[0]
+
+
+def _max_timestamp(store: Any, topic_id: Any, partition: int) -> tuple[int, int]:
+    """(max timestamp, base offset of its batch) over the whole log, by reading it through once."""
+    best = (-1, -1)
+    offset = store.log_start_offset(topic_id, partition)
+    end = store.log_end_offset(topic_id, partition)
+    while offset < end:
+        read = store.read(topic_id, partition, offset, _SCAN_BYTES)
+        if not read.batches:
+            break
+        for batch in read.batches:
+            ts = _batch_max_timestamp(batch)
+            if ts > best[0]:
+                best = (ts, max(batch.base_offset, offset))
+        offset = read.batches[-1].last_offset + 1
+    return best
+
+
+def _lookup(ctx: RequestContext, info: Any, partition: int, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    """(timestamp, offset) of one partition's answer."""
+    store = ctx.broker.store
+    topic_id = info.topic_id
+    if timestamp == LATEST:
+        end = store.last_stable_offset(topic_id, partition) if read_committed else store.log_end_offset(topic_id, partition)
+        return -1, end
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, store.log_start_offset(topic_id, partition)
+    if timestamp == EARLIEST_PENDING_UPLOAD:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        return _max_timestamp(store, topic_id, partition)
+    offset = store.offset_for(topic_id, partition, timestamp)
+    if offset >= store.log_end_offset(topic_id, partition):
+        return -1, -1
+    read = store.read(topic_id, partition, offset, 1)
+    return (_batch_max_timestamp(read.batches[0]), offset) if read.batches else (-1, -1)
+
+
+def _partition(index: int, code: int, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": code, "timestamp": timestamp, "offset": offset,
+            "leader_epoch": leader_epoch, "old_style_offsets": None}
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    read_committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
+    store = ctx.broker.store
+    topics = []
+    for topic in request.topics:
+        info = store.topic_by_name(topic.name)
+        partitions = []
+        for p in topic.partitions:
+            index, timestamp = int(p.partition_index), int(p.timestamp)
+            if info is None or not store.has_partition(info.topic_id, index):
+                partitions.append(_partition(index, ErrorCode.unknown_topic_or_partition))
+                continue
+            if timestamp < 0 and (timestamp < EARLIEST_PENDING_UPLOAD or ctx.api_version < _MIN_VERSION.get(timestamp, 0)):
+                partitions.append(_partition(index, ErrorCode.unsupported_version))
+                continue
+            try:
+                found_ts, offset = _lookup(ctx, info, index, timestamp, read_committed)
+            except ShareError as exc:
+                partitions.append(_partition(index, int(exc.error)))
+                continue
+            partitions.append(_partition(index, ErrorCode.none, found_ts, offset, 0))
+        topics.append({"name": topic.name, "partitions": partitions})
+    return ctx.response({"throttle_time": 0, "topics": topics})
+
+
+def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [_partition(int(p.partition_index), code) for p in t.partitions]}
+        for t in request.topics]})
+
+
+HANDLERS = (ApiHandler(2, "ListOffsets", 1, 9, handle, error_response),)

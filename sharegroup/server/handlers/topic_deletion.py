@@ -1,0 +1,101 @@
+"""DeleteTopics (key 20) v1-6 and DeleteRecords (key 21) v0-2: removing data, and what share groups see.
+
+- DeleteTopics deletes each topic from the store (by name, or by id from v6), then has the group
+  coordinator delete every group's share-partition state of it through the persister (so a topic
+  created later under the same name starts clean). Per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION (no such
+  name), UNKNOWN_TOPIC_ID (no such id), INVALID_REQUEST (both or neither of name and id given).
+- DeleteRecords moves each partition's log start offset to `offset` (-1: the high watermark) and pushes
+  the new log start into the loaded share-partitions of that partition (their start offset moves up,
+  records below it are archived). Per partition: the new low watermark, or UNKNOWN_TOPIC_OR_PARTITION /
+  OFFSET_OUT_OF_RANGE (beyond the high watermark) with low watermark -1.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import Errors, ShareError
+from ..api import ApiHandler, RequestContext
+from ..codec import ZERO_UUID
+
+log = logging.getLogger("sharegroup.server")
+
+
+def _wanted(request: Any) -> list[tuple[str | None, Any]]:
+    """(name, topic id or None) of every topic of a DeleteTopics request, whatever its version."""
+    if hasattr(request, "topics"):
+        return [(t.name, None if t.topic_id in (None, ZERO_UUID) else t.topic_id) for t in request.topics]
+    return [(name, None) for name in request.topic_names]
+
+
+def _topic_result(name: str | None, topic_id: Any, code: int, message: str | None = None) -> dict[str, Any]:
+    return {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": code, "error_message": message}
+
+
+async def _delete_one(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, Any]:
+    store = ctx.broker.store
+    if (name is None) == (topic_id is None):
+        return _topic_result(name, topic_id, ErrorCode.invalid_request, "give a topic name or a topic id")
+    info = store.topic_by_name(name) if name is not None else store.topic_by_id(topic_id)
+    if info is None:
+        code = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
+        return _topic_result(name, topic_id, code, "This server does not host this topic.")
+    try:
+        await store.delete_topic(info.name)
+    except ShareError as exc:
+        return _topic_result(info.name, info.topic_id, int(exc.error), exc.message or None)
+    share = ctx.broker.services.get("share")
+    if share is not None:
+        failed = {g: e for g, e in (await share.coordinator.topic_deleted(info.topic_id)).items() if e != Errors.NONE}
+        if failed:  # the topic is gone all the same; the state stays "deleting" and is retried on the next delete
+            log.warning("topic %s deleted; share state of groups %s not deleted yet", info.name, sorted(failed))
+    return _topic_result(info.name, info.topic_id, ErrorCode.none)
+
+
+async def delete_topics(ctx: RequestContext, request: Any) -> Any:
+    responses = [await _delete_one(ctx, name, topic_id) for name, topic_id in _wanted(request)]
+    return ctx.response({"throttle_time": 0, "responses": responses})
+
+
+def delete_topics_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0,
+                         "responses": [_topic_result(n, t, code) for n, t in _wanted(request)]})
+
+
+async def _delete_records_one(ctx: RequestContext, info: Any, partition: int, offset: int) -> dict[str, Any]:
+    store = ctx.broker.store
+    if info is None or not store.has_partition(info.topic_id, partition):
+        return {"partition_index": partition, "low_watermark": -1, "error_code": ErrorCode.unknown_topic_or_partition}
+    try:
+        low_watermark = await store.delete_records(info.topic_id, partition, offset)
+    except ShareError as exc:
+        return {"partition_index": partition, "low_watermark": -1, "error_code": int(exc.error)}
+    share = ctx.broker.services.get("share")
+    if share is not None:
+        share.log_start_moved(info.topic_id, partition, low_watermark)
+    return {"partition_index": partition, "low_watermark": low_watermark, "error_code": ErrorCode.none}
+
+
+async def delete_records(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        info = ctx.broker.store.topic_by_name(topic.name)
+        partitions = [await _delete_records_one(ctx, info, int(p.partition_index), int(p.offset))
+                      for p in topic.partitions]
+        topics.append({"name": topic.name, "partitions": partitions})
+    return ctx.response({"throttle_time": 0, "topics": topics})
+
+
+def delete_records_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    return ctx.response({"throttle_time": 0, "topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code} for p in t.partitions]}
+        for t in request.topics]})
+
+
+HANDLERS = (
+    ApiHandler(20, "DeleteTopics", 1, 6, delete_topics, delete_topics_error),
+    ApiHandler(21, "DeleteRecords", 0, 2, delete_records, delete_records_error),
+)

@@ -1,0 +1,157 @@
+"""`sharegroup share-groups` and `sharegroup configs` against a live serve: exact output and exit codes."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from sharegroup.cli import main
+from tests.server_harness import BrokerThread, RawClient, batch_bytes, run_cli
+from tests.test_server_share_wire import heartbeat
+
+MEMBER = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = BrokerThread(tmp_path, share=True, overrides={"group.share.min.record.lock.duration.ms": 1000})
+    info = b.call(b.store.create_topic("orders", 2))
+    b.call(b.store.append(info.topic_id, 0, batch_bytes(4), acks=-1))
+    b.call(b.store.append(info.topic_id, 1, batch_bytes(2), acks=-1))
+    yield b
+    b.stop()
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def sg(broker: BrokerThread, *args: str) -> tuple[int, str, str]:
+    return cli("share-groups", "--bootstrap-server", broker.bootstrap, *args)
+
+
+def test_reset_offsets_dry_run_then_execute_then_describe(broker):
+    code, out, _ = sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--dry-run")
+    assert code == 0
+    assert out == ("\nGROUP                          TOPIC                          PARTITION  NEW-OFFSET     "
+                   "\ng                              orders                         0          0              "
+                   "\ng                              orders                         1          0              \n")
+    assert broker.share.coordinator.group_ids == []  # a dry run changes nothing
+    code, out, _ = sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders:0", "--to-offset", "3", "--execute")
+    assert code == 0 and out.splitlines()[-1].split() == ["g", "orders", "0", "3"]
+    code, out, _ = sg(broker, "--describe", "--group", "g")
+    assert code == 0
+    assert out == ("\nGROUP           TOPIC           PARTITION  START-OFFSET  LAG"
+                   "\ng               orders          0          3             1\n")
+    code, out, _ = sg(broker, "--describe", "--group", "g", "--offsets", "--verbose")
+    assert out.splitlines()[1].split() == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]
+    assert out.splitlines()[2].split() == ["g", "orders", "0", "0", "3", "1"]
+
+
+def test_reset_offsets_clamps_to_the_log_and_by_datetime(broker):
+    code, out, _ = sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders:1", "--to-offset", "9", "--execute")
+    assert code == 0
+    assert out.splitlines()[0] == ("New offset (9) is higher than latest offset for topic partition orders-1. "
+                                   "Value will be set to 2")
+    code, out, _ = sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders", "--to-datetime",
+                      "2020-01-01T00:00:00.000Z", "--dry-run")
+    assert [line.split()[-1] for line in out.splitlines()[2:]] == ["0", "0"]  # every record is newer
+    code, out, _ = sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders", "--to-datetime",
+                      "2030-01-01T00:00:00Z", "--dry-run")
+    assert [line.split()[-1] for line in out.splitlines()[2:]] == ["4", "2"]  # none that recent: the log end
+    code, out, _ = sg(broker, "--reset-offsets", "--group", "g", "--topic", "nope", "--to-latest", "--execute")
+    assert code == 1 and "The partitions of topic nope do not exist" in out
+
+
+def test_list_state_members_and_refusals_while_a_member_is_joined(broker):
+    sg(broker, "--reset-offsets", "--group", "idle", "--topic", "orders", "--to-latest", "--execute")
+    client = RawClient(broker.broker.port)
+    try:
+        assert heartbeat(client, MEMBER, 0, ["orders"], group="busy").error_code == 0
+        code, out, _ = sg(broker, "--list")
+        assert (code, out) == (0, "busy\nidle\n")
+        code, out, _ = sg(broker, "--list", "--state")
+        assert out == "GROUP           STATE\nbusy            Stable\nidle            Empty\n"
+        code, out, _ = sg(broker, "--list", "--state", "empty")
+        assert out == "GROUP           STATE\nidle            Empty\n"
+        code, out, _ = sg(broker, "--describe", "--group", "busy", "--state")
+        coordinator = f"{broker.bootstrap}  (1)"
+        width = max(25, len(coordinator))
+        assert out == (f"\nGROUP           {'COORDINATOR (ID)':<{width}} STATE           #MEMBERS"
+                       f"\nbusy            {coordinator:<{width}} Stable          1\n")
+        code, out, _ = sg(broker, "--describe", "--group", "busy", "--members")
+        lines = out.splitlines()
+        assert lines[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert lines[2].split()[:2] == ["busy", MEMBER] and lines[2].split()[-2] in ("0", "1", "2")
+        code, _out, err = sg(broker, "--describe", "--group", "idle", "--members")
+        assert (code, err) == (0, "\nShare group 'idle' has no active members.\n")
+        code, out, _ = sg(broker, "--reset-offsets", "--group", "busy", "--topic", "orders", "--to-earliest", "--execute")
+        assert (code, out) == (1, "\nError: Executing share group command failed due to Share group 'busy' is not empty.\n")
+        code, out, _ = sg(broker, "--delete", "--group", "busy")
+        assert code == 0
+        assert out == ("\nError: Deletion of some share groups failed:\n* Group 'busy' could not be deleted due to: "
+                       "org.apache.kafka.common.errors.GroupNotEmptyException: Share group 'busy' is not EMPTY.\n")
+    finally:
+        client.close()
+
+
+def test_delete_offsets_and_delete_group(broker):
+    sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--execute")
+    code, out, _ = sg(broker, "--delete-offsets", "--group", "g", "--topic", "orders", "--topic", "nope")
+    assert code == 0
+    assert out == ("\nTOPIC           STATUS\nnope            Error: This server does not host this topic-partition."
+                   "\norders          Successful\n")
+    code, out, _ = sg(broker, "--describe", "--group", "g")
+    assert out == "\nShare group 'g' has no offset information.\n"
+    code, out, _ = sg(broker, "--delete", "--group", "g")
+    assert (code, out) == (0, "Deletion of requested share groups ('g') was successful.\n")
+    code, out, _ = sg(broker, "--describe", "--group", "g")
+    assert code == 1 and out.startswith("\nError: Executing share group command failed due to ")
+    code, out, _ = sg(broker, "--delete", "--group", "g")
+    assert "GroupIdNotFoundException: Group 'g' is not a share group." in out
+
+
+def test_usage_errors_exit_1(broker):
+    code, _out, err = sg(broker, "--list", "--describe")
+    assert (code, err.strip()) == (1, "Command must include exactly one action: --list, --describe, --delete, "
+                                      "--reset-offsets, --delete-offsets.")
+    code, _out, err = sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders")
+    assert code == 1 and "exactly one of --to-earliest" in err
+
+
+def test_configs_describe_and_alter_groups_topics_brokers(broker):
+    base = ("configs", "--bootstrap-server", broker.bootstrap)
+    code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--alter",
+                       "--add-config", "share.record.lock.duration.ms=5000,share.auto.offset.reset=earliest")
+    assert (code, out) == (0, "Completed updating config for group g.\n")
+    code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--describe")
+    assert out == ("Dynamic configs for group g are:\n"
+                   "  share.auto.offset.reset=earliest sensitive=false synonyms={GROUP_CONFIG:share.auto.offset.reset=earliest}\n"
+                   "  share.record.lock.duration.ms=5000 sensitive=false "
+                   "synonyms={GROUP_CONFIG:share.record.lock.duration.ms=5000}\n")
+    code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--alter",
+                       "--add-config", "share.record.lock.duration.ms=10")
+    assert code == 1 and "share.record.lock.duration.ms must be in [1000, " in out
+    code, out, _ = cli(*base, "--entity-type", "topics", "--entity-name", "orders", "--alter",
+                       "--add-config", "retention.ms=60000")
+    assert (code, out) == (0, "Completed updating config for topic orders.\n")
+    code, out, _ = cli(*base, "--entity-type", "topics", "--entity-name", "orders", "--describe")
+    assert out == ("Dynamic configs for topic orders are:\n"
+                   "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}\n")
+    code, out, _ = cli(*base, "--entity-type", "brokers", "--entity-name", "1", "--describe", "--all")
+    assert code == 0 and "  group.share.min.record.lock.duration.ms=1000 sensitive=false" in out
+
+
+def test_the_real_command_line_against_serve(broker):
+    done = run_cli("share-groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets", "--group", "g",
+                   "--topic", "orders", "--to-latest", "--execute")
+    assert done.returncode == 0, done.stderr
+    listed = run_cli("share-groups", "--bootstrap-server", broker.bootstrap, "--list")
+    assert (listed.returncode, listed.stdout) == (0, "g\n")
+    unreachable = run_cli("share-groups", "--bootstrap-server", "127.0.0.1:1", "--list")
+    assert unreachable.returncode == 1 and "cannot connect to 127.0.0.1:1" in unreachable.stdout

@@ -1,0 +1,168 @@
+"""Raw kio DescribeConfigs and IncrementalAlterConfigs on `sharegroup serve`: topics, the broker, and
+share groups (resource type 32) with their bounds, durability and use by new share-partitions."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharegroup.server.codec import build, request_class
+from tests.server_harness import BrokerThread, RawClient
+
+DESCRIBE, ALTER = 32, 44
+TOPIC, BROKER, GROUP = 2, 4, 32
+SET, DELETE, APPEND = 0, 1, 2
+NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST = 0, 3, 40, 42
+TOPIC_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 5, 8
+
+
+def start(tmp_path) -> BrokerThread:
+    return BrokerThread(tmp_path, share=True,
+                        overrides={"group.share.min.record.lock.duration.ms": 1000,
+                                   "group.share.max.record.lock.duration.ms": 60000},
+                        group_configs={"share.auto.offset.reset": "earliest"})
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = start(tmp_path)
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def client(broker):
+    c = RawClient(broker.broker.port)
+    yield c
+    c.close()
+
+
+def describe(client: RawClient, resource_type: int, name: str, keys=None, version: int = 4):
+    body = build(request_class(DESCRIBE, version), {"resources": [
+        {"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
+        "include_synonyms": False, "include_documentation": False})
+    return client.request(DESCRIBE, version, body).results[0]
+
+
+def alter(client: RawClient, resource_type: int, name: str, changes, validate_only: bool = False, version: int = 1):
+    body = build(request_class(ALTER, version), {"validate_only": validate_only, "resources": [
+        {"resource_type": resource_type, "resource_name": name,
+         "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in changes]}]})
+    return client.request(ALTER, version, body).responses[0]
+
+
+def values(result) -> dict[str, tuple[str | None, int]]:
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+def test_group_configs_described_with_defaults_then_set_values(client):
+    before = describe(client, GROUP, "g")
+    assert (before.error_code, before.resource_type, before.resource_name) == (NONE, GROUP, "g")
+    assert values(before) == {
+        "share.auto.offset.reset": ("earliest", DEFAULT_CONFIG), "share.delivery.count.limit": ("5", DEFAULT_CONFIG),
+        "share.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG), "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG),
+        "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG), "share.session.timeout.ms": ("45000", DEFAULT_CONFIG)}
+    done = alter(client, GROUP, "g", [("share.record.lock.duration.ms", SET, "2000"),
+                                      ("share.isolation.level", SET, "read_committed")])
+    assert (done.error_code, done.resource_name) == (NONE, "g")
+    after = values(describe(client, GROUP, "g", keys=["share.record.lock.duration.ms", "share.isolation.level"]))
+    assert after == {"share.record.lock.duration.ms": ("2000", GROUP_CONFIG),
+                     "share.isolation.level": ("read_committed", GROUP_CONFIG)}
+    assert alter(client, GROUP, "g", [("share.isolation.level", DELETE, None)]).error_code == NONE
+    assert values(describe(client, GROUP, "g", keys=["share.isolation.level"])) == {
+        "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG)}
+
+
+@pytest.mark.parametrize("key,value", [
+    ("share.record.lock.duration.ms", "999"),      # below group.share.min.record.lock.duration.ms
+    ("share.record.lock.duration.ms", "60001"),    # above the max
+    ("share.delivery.count.limit", "1"),
+    ("share.auto.offset.reset", "sometimes"),
+    ("share.isolation.level", "read_maybe"),
+    ("share.session.timeout.ms", "100"),
+    ("share.heartbeat.interval.ms", "50000"),      # not below the session timeout
+    ("share.fetch.anything", "1"),                 # not a group config
+])
+def test_group_configs_outside_the_broker_bounds_are_invalid_config(client, key, value):
+    refused = alter(client, GROUP, "g", [(key, SET, value)])
+    assert refused.error_code == INVALID_CONFIG
+    assert all(source == DEFAULT_CONFIG for _v, source in values(describe(client, GROUP, "g")).values())
+
+
+def test_group_config_operations_and_validate_only(client):
+    assert alter(client, GROUP, "g", [("share.delivery.count.limit", APPEND, "3")]).error_code == INVALID_CONFIG
+    assert alter(client, GROUP, "g", [("share.delivery.count.limit", SET, "3"),
+                                      ("share.delivery.count.limit", SET, "4")]).error_code == INVALID_REQUEST
+    assert alter(client, GROUP, "g", [("share.delivery.count.limit", SET, "3")], validate_only=True).error_code == NONE
+    assert values(describe(client, GROUP, "g"))["share.delivery.count.limit"] == ("5", DEFAULT_CONFIG)
+
+
+def test_group_configs_are_durable_and_used_by_new_share_partitions(tmp_path):
+    broker = start(tmp_path)
+    try:
+        client = RawClient(broker.broker.port)
+        assert alter(client, GROUP, "g", [("share.record.lock.duration.ms", SET, "7000"),
+                                          ("share.delivery.count.limit", SET, "3")]).error_code == NONE
+        client.close()
+        config = broker.share.manager.group_config("g")
+        assert (config.record_lock_duration_ms, config.delivery_count_limit, config.auto_offset_reset) == (
+            7000, 3, "earliest")
+        assert broker.share.manager.group_config("other").record_lock_duration_ms == 30000
+    finally:
+        broker.stop()
+    broker = start(tmp_path)
+    try:
+        client = RawClient(broker.broker.port)
+        assert values(describe(client, GROUP, "g"))["share.delivery.count.limit"] == ("3", GROUP_CONFIG)
+        assert broker.share.manager.group_config("g").record_lock_duration_ms == 7000
+        client.close()
+    finally:
+        broker.stop()
+
+
+def test_topic_configs_describe_and_alter(broker, client):
+    broker.call(broker.store.create_topic("t", 1, {"retention.ms": "1000"}))
+    described = describe(client, TOPIC, "t", version=1)
+    assert described.error_code == NONE
+    assert values(described)["retention.ms"] == ("1000", TOPIC_CONFIG)
+    assert values(described)["segment.bytes"] == (str(1 << 30), DEFAULT_CONFIG)
+    assert alter(client, TOPIC, "t", [("retention.ms", DELETE, None), ("segment.bytes", SET, "1048576"),
+                                      ("cleanup.policy", SET, "delete")], version=0).error_code == NONE
+    assert broker.store.topic_configs("t") == {"segment.bytes": "1048576", "cleanup.policy": "delete"}
+    assert broker.store.topic_log_config("t").segment_bytes == 1048576
+    refused = alter(client, TOPIC, "t", [("segment.bytes", SET, "1")])
+    assert refused.error_code == INVALID_CONFIG
+    assert broker.store.topic_configs("t") == {"segment.bytes": "1048576", "cleanup.policy": "delete"}
+    assert alter(client, TOPIC, "nope", [("retention.ms", SET, "1")]).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert describe(client, TOPIC, "nope").error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_broker_configs_are_read_only(broker, client):
+    described = describe(client, BROKER, "1")
+    assert described.error_code == NONE
+    by_name = {c.name: c for c in described.configs}
+    assert by_name["group.share.min.record.lock.duration.ms"].value == "1000"
+    assert by_name["group.share.min.record.lock.duration.ms"].read_only is True
+    assert alter(client, BROKER, "1", [("num.partitions", SET, "3")]).error_code == INVALID_CONFIG
+    assert describe(client, BROKER, "7").error_code == INVALID_REQUEST
+    assert describe(client, 99, "x").error_code == INVALID_REQUEST
+
+
+def test_group_session_timeout_and_heartbeat_interval_reach_the_coordinator(client):
+    from tests.test_server_share_wire import heartbeat
+
+    assert alter(client, GROUP, "g", [("share.heartbeat.interval.ms", SET, "9000")]).error_code == NONE
+    joined = heartbeat(client, "AAAAAAAAAAAAAAAAAAAAAA", 0, ["t"])
+    assert (joined.error_code, joined.heartbeat_interval.total_seconds()) == (NONE, 9.0)
+    other = heartbeat(client, "BBBBBBBBBBBBBBBBBBBBBB", 0, ["t"], group="other")
+    assert other.heartbeat_interval.total_seconds() == 5.0
+
+
+def test_deleting_a_group_deletes_its_configs(broker, client):
+    broker.call(broker.store.create_topic("t", 1))
+    assert alter(client, GROUP, "g", [("share.delivery.count.limit", SET, "3")]).error_code == NONE
+    created = client.request(91, 0, build(request_class(91, 0), {"group_id": "g", "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}))
+    assert created.error_code == NONE
+    deleted = client.request(42, 2, build(request_class(42, 2), {"groups_names": ["g"]}))
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [("g", NONE)]
+    assert values(describe(client, GROUP, "g"))["share.delivery.count.limit"] == ("5", DEFAULT_CONFIG)

@@ -1,0 +1,195 @@
+"""Classic reads on `sharegroup serve`: raw kio Fetch (4-17) and ListOffsets (1-9), then the real
+`confluent_kafka.Consumer` (manual assign, no group) and `AdminClient.list_offsets`."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+
+from sharegroup.server.codec import build, request_class
+from tests.server_harness import BrokerThread, RawClient, batch_bytes, stored_batches
+
+FETCH, LIST_OFFSETS = 1, 2
+NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID = 0, 1, 3, 35, 100
+TIMEOUT_S = 15.0
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = BrokerThread(tmp_path)
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def client(broker):
+    c = RawClient(broker.broker.port)
+    yield c
+    c.close()
+
+
+def fetch(client: RawClient, version: int, topic, partitions, max_wait_ms: int = 0, min_bytes: int = 1,
+          max_bytes: int = 1 << 20, isolation: int = 0, session_id: int = 0):
+    key = "topic_id" if version >= 13 else "topic"
+    body = build(request_class(FETCH, version), {
+        "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+        "isolation_level": isolation, "session_id": session_id, "session_epoch": -1,
+        "topics": [{key: topic, "partitions": [{"partition": p, "fetch_offset": o, "partition_max_bytes": m,
+                                                  "log_start_offset": -1} for p, o, m in partitions]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    return client.request(FETCH, version, body)
+
+
+def list_offsets(client: RawClient, version: int, name: str, partitions, isolation: int = 0):
+    body = build(request_class(LIST_OFFSETS, version), {
+        "replica_id": -1, "isolation_level": isolation,
+        "topics": [{"name": name, "partitions": [{"partition_index": p, "timestamp": ts, "max_num_offsets": 1}
+                                                 for p, ts in partitions]}]})
+    return [(p.partition_index, p.error_code, p.timestamp, p.offset)
+            for p in client.request(LIST_OFFSETS, version, body).topics[0].partitions]
+
+
+def topic_with_batches(broker: BrokerThread, name: str = "t", batches=(2, 3)):
+    info = broker.call(broker.store.create_topic(name, 2))
+    for i, count in enumerate(batches):
+        broker.call(broker.store.append(info.topic_id, 0, batch_bytes(count, value=b"v%d" % i), acks=-1))
+    return info
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 13, 17])
+def test_fetch_serves_the_stored_bytes_with_the_log_offsets(broker, client, version):
+    info = topic_with_batches(broker)
+    topic = info.topic_id if version >= 13 else "t"
+    response = fetch(client, version, topic, [(0, 0, 1 << 20), (1, 0, 1 << 20), (5, 0, 100)])
+    assert (getattr(response, "error_code", NONE), getattr(response, "session_id", 0)) == (NONE, 0)
+    (answer,) = response.responses
+    parts = {p.partition_index: p for p in answer.partitions}
+    assert bytes(parts[0].records) == b"".join(stored_batches(broker.store, info.topic_id, 0))
+    assert (parts[0].error_code, parts[0].high_watermark, parts[0].last_stable_offset) == (NONE, 5, 5)
+    assert (parts[1].error_code, parts[1].high_watermark, bytes(parts[1].records or b"")) == (NONE, 0, b"")
+    assert parts[5].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    if version >= 5:
+        assert parts[0].log_start_offset == 0
+
+
+def test_fetch_from_the_middle_limits_and_out_of_range(broker, client):
+    info = topic_with_batches(broker)
+    second = stored_batches(broker.store, info.topic_id, 0)[1]
+    from_three = fetch(client, 12, "t", [(0, 3, 1 << 20)]).responses[0].partitions[0]
+    assert bytes(from_three.records) == second  # the batch holding offset 3 (2..4), whole
+    one_byte = fetch(client, 12, "t", [(0, 0, 1)]).responses[0].partitions[0]
+    assert bytes(one_byte.records) == stored_batches(broker.store, info.topic_id, 0)[0]  # at least one batch
+    beyond = fetch(client, 12, "t", [(0, 6, 1 << 20)]).responses[0].partitions[0]
+    assert (beyond.error_code, beyond.high_watermark, beyond.log_start_offset) == (OFFSET_OUT_OF_RANGE, -1, -1)
+    broker.call(broker.store.delete_records(info.topic_id, 0, 2))
+    below = fetch(client, 12, "t", [(0, 0, 1 << 20)]).responses[0].partitions[0]
+    assert below.error_code == OFFSET_OUT_OF_RANGE
+    at_end = fetch(client, 12, "t", [(0, 5, 1 << 20)]).responses[0].partitions[0]
+    assert (at_end.error_code, at_end.log_start_offset, bytes(at_end.records or b"")) == (NONE, 2, b"")
+
+
+def test_fetch_by_unknown_topic_id_and_sessions(broker, client):
+    import uuid
+
+    topic_with_batches(broker)
+    unknown = fetch(client, 13, uuid.uuid4(), [(0, 0, 100)]).responses[0].partitions[0]
+    assert unknown.error_code == UNKNOWN_TOPIC_ID
+    assert fetch(client, 7, "t", [(0, 0, 100)], session_id=42).error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_fetch_long_poll_returns_when_records_arrive(broker, client):
+    info = topic_with_batches(broker, batches=())
+
+    def produce_later():
+        time.sleep(0.2)
+        broker.call(broker.store.append(info.topic_id, 0, batch_bytes(1), acks=-1))
+
+    import threading
+
+    threading.Thread(target=produce_later, daemon=True).start()
+    waited = fetch(client, 12, "t", [(0, 0, 1 << 20)], max_wait_ms=10_000).responses[0].partitions[0]
+    assert (waited.error_code, waited.high_watermark) == (NONE, 1)
+    assert bytes(waited.records) == b"".join(stored_batches(broker.store, info.topic_id, 0))
+    empty = fetch(client, 12, "t", [(0, 1, 1 << 20)], max_wait_ms=50).responses[0].partitions[0]
+    assert (empty.error_code, bytes(empty.records or b"")) == (NONE, b"")
+    from sharegroup.server.handlers.fetch import _signal
+
+    assert _signal(broker.store).waiting() == 0  # an answered idle fetch leaves no waiter behind
+
+
+def test_list_offsets_special_timestamps_and_by_time(broker, client):
+    info = topic_with_batches(broker)
+    broker.call(broker.store.delete_records(info.topic_id, 0, 1))
+    assert list_offsets(client, 9, "t", [(0, -2), (0, -1), (0, -4), (0, -5), (1, -1), (7, -1)]) == [
+        (0, NONE, -1, 1), (0, NONE, -1, 5), (0, NONE, -1, 1), (0, NONE, -1, -1), (1, NONE, -1, 0),
+        (7, UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
+    assert list_offsets(client, 6, "t", [(0, -3)]) == [(0, UNSUPPORTED_VERSION, -1, -1)]
+    (max_ts,) = list_offsets(client, 7, "t", [(0, -3)])
+    stamp = int(datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc).timestamp() * 1000)  # batch_bytes'
+    assert max_ts == (0, NONE, stamp, 1)  # ties: the earliest batch, never below the log start
+    assert list_offsets(client, 1, "t", [(0, 0)]) == [(0, NONE, stamp, 1)]
+    assert list_offsets(client, 2, "t", [(0, stamp + 1)]) == [(0, NONE, -1, -1)]
+    assert list_offsets(client, 4, "t", [(0, 2**62)]) == [(0, NONE, -1, -1)]
+
+
+# -- real clients ---------------------------------------------------------------------------------------
+
+
+def test_confluent_consumer_reads_every_record_with_manual_assign(broker):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    info = topic_with_batches(broker, batches=(2, 3))
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                                         "enable.auto.commit": False, "socket.timeout.ms": 10_000})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition("t", 0, 1)])
+        got = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < 4 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append((message.offset(), message.value()))
+        assert got == [(1, b"v01"), (2, b"v10"), (3, b"v11"), (4, b"v12")]
+        low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition("t", 0), timeout=TIMEOUT_S)
+        assert (low, high) == (0, 5)
+    finally:
+        consumer.close()
+    assert info.num_partitions == 2
+
+
+def test_admin_list_offsets(broker):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    topic_with_batches(broker)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 10_000})
+    tp = confluent_kafka.TopicPartition("t", 0)
+    got = {}
+    for label, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
+        futures = admin.list_offsets({tp: spec}, request_timeout=TIMEOUT_S)
+        got[label] = futures[tp].result(TIMEOUT_S).offset
+    assert got == {"earliest": 0, "latest": 5}
+
+
+def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(broker, client):
+    from tests.server_batches import produce_batch
+
+    info = broker.call(broker.store.create_topic("tx", 1))
+    append = lambda data: broker.call(broker.store.append(info.topic_id, 0, data, acks=-1))  # noqa: E731
+    append(produce_batch(2))
+    append(produce_batch(3, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True))
+    append(produce_batch(1))
+    open_txn = fetch(client, 12, "tx", [(0, 0, 1 << 20)], isolation=1).responses[0].partitions[0]
+    assert (open_txn.high_watermark, open_txn.last_stable_offset) == (6, 2)
+    assert bytes(open_txn.records) == stored_batches(broker.store, info.topic_id, 0)[0]  # up to the LSO only
+    uncommitted = fetch(client, 12, "tx", [(0, 0, 1 << 20)], isolation=0).responses[0].partitions[0]
+    assert (bytes(uncommitted.records), uncommitted.aborted_transactions) == (
+        b"".join(stored_batches(broker.store, info.topic_id, 0)), None)
+    assert list_offsets(client, 5, "tx", [(0, -1)], isolation=1) == [(0, NONE, -1, 2)]
+    assert list_offsets(client, 5, "tx", [(0, -1)], isolation=0) == [(0, NONE, -1, 6)]
+    broker.call(broker.store.write_transaction_marker(info.topic_id, 0, 9, 0, commit=False))
+    aborted = fetch(client, 12, "tx", [(0, 0, 1 << 20)], isolation=1).responses[0].partitions[0]
+    assert (aborted.high_watermark, aborted.last_stable_offset) == (7, 7)
+    assert [(a.producer_id, a.first_offset) for a in aborted.aborted_transactions] == [(9, 2)]
