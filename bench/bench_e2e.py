@@ -184,6 +184,10 @@ class _Run:
         self._done = threading.Event()
         self.members = [_Consumer(i, None, mode == "explicit") for i in range(consumers)]
         self._mode = mode
+        # partition -> first offset of the measured records (every marker lies below it); None until the
+        # markers are done. Telling markers by offset keeps the consumer loop from copying values.
+        self._measured_from: list[int] | None = None
+        self._marker_end = [0] * self.partitions
         self.working_members = consumers  # how many consumers the peer's assignor gives partitions to
 
     def _create_topic(self) -> None:
@@ -214,17 +218,18 @@ class _Run:
                 messages = consumer.poll(0.1)
                 now = time.perf_counter()
                 fresh = 0
+                measured = self._measured_from
                 for message in messages:
                     if message.error() is not None:
                         raise RuntimeError(str(message.error()))
                     if member.explicit:
                         consumer.acknowledge(message)
-                    if message.value() == MARKER:
-                        member.markers.add(message.partition())
+                    key = (message.partition(), message.offset())
+                    if measured is None or key[1] < measured[key[0]]:  # a marker
+                        member.markers.add(key[0])
                         continue
                     if member.first_record_s is None:
                         member.first_record_s = now
-                    key = (message.partition(), message.offset())
                     if key not in self._seen:
                         fresh += 1
                         self._seen.add(key)  # set.add is atomic under the GIL
@@ -265,9 +270,10 @@ class _Run:
                     break
                 self._check(threads, deadline, "consumers assigned")
                 for partition in range(self.partitions):
-                    producer.produce(self.topic, value=MARKER, partition=partition)
+                    producer.produce(self.topic, value=MARKER, partition=partition, on_delivery=self._marked)
                 producer.flush(READY_TIMEOUT_S)
                 self._done.wait(0.3)
+            self._measured_from = list(self._marker_end)
             value = b"x" * RECORD_BYTES
             for i in range(self.records):
                 producer.produce(self.topic, value=value, partition=i % self.partitions)
@@ -295,6 +301,10 @@ class _Run:
                     member.consumer.close()
                 except Exception:  # closing is best effort after a failure
                     pass
+
+    def _marked(self, err: Any, message: Any) -> None:
+        if err is None:
+            self._marker_end[message.partition()] = max(self._marker_end[message.partition()], message.offset() + 1)
 
     def _check(self, threads: list[threading.Thread], deadline: float, what: str) -> None:
         for member in self.members:
