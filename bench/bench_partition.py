@@ -31,7 +31,8 @@ TOPIC = uuid.UUID("00000000-0000-0000-0000-0000000000b1")
 class _DiscardingPersister(InMemoryPersister):
     """Initializes like the in-memory persister; every write succeeds at once and is not kept."""
 
-    async def write_state(self, *args, **kwargs) -> None:
+    async def write_state(self, group_id, topic_id, partition, *, state_epoch, leader_epoch, start_offset,
+                          state_batches, delivery_complete_count) -> None:
         return None
 
 
