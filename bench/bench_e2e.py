@@ -20,6 +20,7 @@ serve runs do not: the comparison favours the mock, if anything. Every wait is b
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import pathlib
 import subprocess
@@ -184,6 +185,7 @@ class _Run:
         self._lock = threading.Lock()
         self._seen: set[tuple[int, int]] = set()
         self._received = 0
+        self._shared_received: Any = None  # the count the producer process reads (PRODUCE_AHEAD)
         self._stop = threading.Event()
         self._done = threading.Event()
         self.members = [_Consumer(i, None, mode == "explicit") for i in range(consumers)]
@@ -240,6 +242,8 @@ class _Run:
                 if fresh:
                     with self._lock:
                         self._received += fresh
+                        if self._shared_received is not None:
+                            self._shared_received.value = self._received
                         if self._received >= self.records:
                             self._done.set()
                 if self._done.is_set():
@@ -278,16 +282,17 @@ class _Run:
                 producer.flush(READY_TIMEOUT_S)
                 self._done.wait(0.3)
             self._measured_from = list(self._marker_end)
-            value = b"x" * RECORD_BYTES
-            deadline = time.monotonic() + RUN_TIMEOUT_S
-            for i in range(self.records):
-                producer.produce(self.topic, value=value, partition=i % self.partitions)
-                if i % 500 == 499:
-                    producer.poll(0)
-                    while i + 1 - self._received > PRODUCE_AHEAD:  # see PRODUCE_AHEAD
-                        self._check(threads, deadline, f"{self._received} of {i + 1} produced records")
-                        producer.poll(0.001)
-            assert producer.flush(RUN_TIMEOUT_S) == 0, "records not delivered"
+            # The records come from a producer process of their own, so producing does not compete with
+            # the consumer threads for this process's interpreter lock.
+            received = _SPAWN.Value("q", 0, lock=False)
+            self._shared_received = received
+            feeder = _SPAWN.Process(target=_produce_records, daemon=True, args=(
+                self.peer.bootstrap, self.topic, self.partitions, self.records, received))
+            feeder.start()
+            feeder.join(RUN_TIMEOUT_S)
+            if feeder.exitcode != 0:
+                feeder.kill()
+                raise RuntimeError(f"the producer process failed (exit code {feeder.exitcode})")
             deadline = time.monotonic() + RUN_TIMEOUT_S
             while not self._done.wait(0.2):
                 self._check(threads, deadline, f"{self._received} of {self.records} records")
@@ -320,6 +325,27 @@ class _Run:
                 raise RuntimeError(f"{self.peer.name}: consumer {member.index} failed") from member.error
         if time.monotonic() > deadline:
             raise TimeoutError(f"{self.peer.name} {self.workload}: timed out waiting for {what}")
+
+
+_SPAWN = multiprocessing.get_context("spawn")  # never fork a process that runs librdkafka threads
+
+
+def _produce_records(bootstrap: str, topic: str, partitions: int, records: int, received: Any) -> None:
+    """The measured records, round-robin over the partitions, at most PRODUCE_AHEAD ahead of `received`
+    (the consumers' count); exits 1 when they are not all delivered in time."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                                         "enable.idempotence": True})
+    value = b"x" * RECORD_BYTES
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    for i in range(records):
+        producer.produce(topic, value=value, partition=i % partitions)
+        if i % 500 == 499:
+            producer.poll(0)
+            while i + 1 - received.value > PRODUCE_AHEAD and time.monotonic() < deadline:
+                producer.poll(0.001)
+    sys.exit(0 if producer.flush(max(1.0, deadline - time.monotonic())) == 0 else 1)
 
 
 def run_once(peer: Any, workload: str, records: int) -> RunResult:
