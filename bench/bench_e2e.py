@@ -10,11 +10,13 @@ Workloads, each with N records of 100 B (50,000; 2,000 under SHAREGROUP_BENCH_SM
   (b) explicit-3x3: 3 partitions, 3 explicit-acknowledgement consumers (aggregate rate);
   (c) implicit: 1 partition, 1 implicit-acknowledgement consumer.
 The time runs from the first record received to the last acknowledgement confirmed (every consumer's
-final `commit_sync` returned). The producer runs at most PRODUCE_AHEAD records ahead of the consumers. The mock starts a share-partition at the log end when it is first fetched,
-so on both peers the records are produced only after every consumer has received a marker record from
-its partitions (markers are not counted). `serve` runs as a subprocess on 127.0.0.1 (port 0, a fresh data
-directory); the mock runs inside this process (librdkafka's C threads), which costs this process CPU the
-serve runs do not: the comparison favours the mock, if anything. Every wait is bounded.
+final `commit_sync` returned). Each consumer runs in a process of its own, and so does the producer of
+the measured records, which stays at most PRODUCE_AHEAD records ahead of the consumers. The mock starts
+a share-partition at the log end when it is first fetched, so on both peers the measured records are
+produced only after every consumer that gets partitions has received a marker record (markers are told
+by offset and not counted). `serve` runs as a subprocess on 127.0.0.1 (port 0, a fresh data directory);
+the mock runs inside this process (librdkafka's C threads), which otherwise only waits. Every wait is
+bounded.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -149,18 +151,7 @@ class MockPeer:
 
 # -- one measured run -------------------------------------------------------------------------------
 
-
-@dataclass
-class _Consumer:
-    """One consumer thread's state: what it received (unique (partition, offset)) and when."""
-
-    index: int
-    consumer: Any
-    explicit: bool
-    markers: set = field(default_factory=set)
-    first_record_s: float | None = None
-    committed_s: float | None = None
-    error: BaseException | None = None
+_SPAWN = multiprocessing.get_context("spawn")  # never fork a process that runs librdkafka threads
 
 
 @dataclass
@@ -175,26 +166,107 @@ class RunResult:
         return self.records / self.seconds
 
 
+@dataclass
+class _Shared:
+    """What the consumer processes, the producer process and this one share (spawn-safe arrays).
+
+    `measured_from[p]` is the first offset of the measured records of partition p (every marker lies
+    below it), valid once `ready` is 1; `markers[i]` is the bitmask of partitions consumer i received a
+    marker from; `counts[i]` its distinct measured records; `first[i]` / `committed[i]` the
+    `time.perf_counter()` (CLOCK_MONOTONIC, one clock for every process) of its first measured record
+    and of the return of its final `commit_sync`."""
+
+    measured_from: Any
+    ready: Any
+    markers: Any
+    counts: Any
+    first: Any
+    committed: Any
+    stop: Any
+
+    @classmethod
+    def make(cls, partitions: int, consumers: int) -> "_Shared":
+        return cls(_SPAWN.Array("q", partitions, lock=False), _SPAWN.Value("i", 0, lock=False),
+                   _SPAWN.Array("q", consumers, lock=False), _SPAWN.Array("q", consumers, lock=False),
+                   _SPAWN.Array("d", consumers, lock=False), _SPAWN.Array("d", consumers, lock=False),
+                   _SPAWN.Value("i", 0, lock=False))
+
+
+def _consume(bootstrap: str, group: str, topic: str, mode: str, index: int, target: int, shared: _Shared) -> None:
+    """One consumer process: poll (acknowledging each record in explicit mode) until all consumers
+    together received `target` measured records, then `commit_sync` and note the time."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                              "share.acknowledgement.mode": mode, "fetch.wait.max.ms": 100})
+    consumer.subscribe([topic])
+    explicit = mode == "explicit"
+    seen: set[tuple[int, int]] = set()
+    measured: list[int] | None = None
+    counts = shared.counts
+    deadline = time.monotonic() + ASSIGN_TIMEOUT_S + RUN_TIMEOUT_S
+    try:
+        while not shared.stop.value and time.monotonic() < deadline:
+            messages = consumer.poll(0.1)
+            now = time.perf_counter()
+            if measured is None and shared.ready.value:
+                measured = list(shared.measured_from)
+            fresh = 0
+            for message in messages:
+                if message.error() is not None:
+                    raise RuntimeError(str(message.error()))
+                if explicit:
+                    consumer.acknowledge(message)
+                key = (message.partition(), message.offset())
+                if measured is None or key[0] >= len(measured) or key[1] < measured[key[0]]:  # a marker
+                    shared.markers[index] |= 1 << key[0]
+                    continue
+                if not shared.first[index]:
+                    shared.first[index] = now
+                if key not in seen:
+                    fresh += 1
+                    seen.add(key)
+            if fresh:
+                counts[index] += fresh
+            if measured is not None and sum(counts) >= target:
+                break
+        consumer.commit_sync(RUN_TIMEOUT_S)
+        shared.committed[index] = time.perf_counter()
+    finally:
+        consumer.close()
+
+
+def _produce_records(bootstrap: str, topic: str, partitions: int, records: int, counts: Any) -> None:
+    """The measured records, round-robin over the partitions, at most PRODUCE_AHEAD ahead of what the
+    consumers received (`counts`); exits 1 when they are not all delivered in time."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                                         "enable.idempotence": True})
+    value = b"x" * RECORD_BYTES
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    for i in range(records):
+        producer.produce(topic, value=value, partition=i % partitions)
+        if i % 500 == 499:
+            producer.poll(0)
+            while i + 1 - sum(counts) > PRODUCE_AHEAD and time.monotonic() < deadline:
+                producer.poll(0.001)
+    sys.exit(0 if producer.flush(max(1.0, deadline - time.monotonic())) == 0 else 1)
+
+
 class _Run:
+    """One run: a topic, consumers in processes of their own (so no two share an interpreter lock), the
+    markers, then the measured records from a producer process."""
+
     def __init__(self, peer: Any, workload: str, records: int) -> None:
         self.ck = _kafka()
         self.peer, self.workload, self.records = peer, workload, records
-        self.partitions, consumers, mode = WORKLOADS[workload]
+        self.partitions, self.consumers, self.mode = WORKLOADS[workload]
         self.topic = f"bench-{workload}-{uuid.uuid4().hex[:8]}"
         self.group = f"g-{self.topic}"
-        self._lock = threading.Lock()
-        self._seen: set[tuple[int, int]] = set()
-        self._received = 0
-        self._shared_received: Any = None  # the count the producer process reads (PRODUCE_AHEAD)
-        self._stop = threading.Event()
-        self._done = threading.Event()
-        self.members = [_Consumer(i, None, mode == "explicit") for i in range(consumers)]
-        self._mode = mode
-        # partition -> first offset of the measured records (every marker lies below it); None until the
-        # markers are done. Telling markers by offset keeps the consumer loop from copying values.
-        self._measured_from: list[int] | None = None
+        self.shared = _Shared.make(self.partitions, self.consumers)
         self._marker_end = [0] * self.partitions
-        self.working_members = consumers  # how many consumers the peer's assignor gives partitions to
+        self.working_members = self.consumers  # how many consumers the peer's assignor gives partitions to
 
     def _create_topic(self) -> None:
         if self.peer.name == "mock":
@@ -207,8 +279,8 @@ class _Run:
             assert producer.flush(READY_TIMEOUT_S) == 0, "mock topic not created"
             total = len(producer.list_topics(self.topic, timeout=READY_TIMEOUT_S).topics[self.topic].partitions)
             assert total >= self.partitions, (total, self.partitions)
-            per_member = -(-total // len(self.members))
-            self.working_members = min(len(self.members), -(-total // per_member))
+            per_member = -(-total // self.consumers)
+            self.working_members = min(self.consumers, -(-total // per_member))
             return
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -217,135 +289,71 @@ class _Run:
                                       request_timeout=READY_TIMEOUT_S)
         futures[self.topic].result(READY_TIMEOUT_S)
 
-    def _consume(self, member: _Consumer) -> None:
-        consumer = member.consumer
-        try:
-            while not self._stop.is_set():
-                messages = consumer.poll(0.1)
-                now = time.perf_counter()
-                fresh = 0
-                measured = self._measured_from
-                for message in messages:
-                    if message.error() is not None:
-                        raise RuntimeError(str(message.error()))
-                    if member.explicit:
-                        consumer.acknowledge(message)
-                    key = (message.partition(), message.offset())
-                    if measured is None or key[1] < measured[key[0]]:  # a marker
-                        member.markers.add(key[0])
-                        continue
-                    if member.first_record_s is None:
-                        member.first_record_s = now
-                    if key not in self._seen:
-                        fresh += 1
-                        self._seen.add(key)  # set.add is atomic under the GIL
-                if fresh:
-                    with self._lock:
-                        self._received += fresh
-                        if self._shared_received is not None:
-                            self._shared_received.value = self._received
-                        if self._received >= self.records:
-                            self._done.set()
-                if self._done.is_set():
-                    break
-            consumer.commit_sync(RUN_TIMEOUT_S)
-            member.committed_s = time.perf_counter()
-        except BaseException as exc:  # reported by the main thread
-            member.error = exc
-            self._done.set()
-
     def run(self) -> RunResult:
-        ck = self.ck
         self._create_topic()
-        for member in self.members:
-            member.consumer = ck.ShareConsumer({
-                "bootstrap.servers": self.peer.bootstrap, "group.id": self.group,
-                "share.acknowledgement.mode": self._mode, "fetch.wait.max.ms": 100})
-            member.consumer.subscribe([self.topic])
-        threads = [threading.Thread(target=self._consume, args=(m,), daemon=True) for m in self.members]
-        for thread in threads:
-            thread.start()
-        producer = ck.Producer({"bootstrap.servers": self.peer.bootstrap, "linger.ms": 5, "acks": "all",
-                                "enable.idempotence": True})
+        shared = self.shared
+        members = [_SPAWN.Process(target=_consume, daemon=True, args=(
+            self.peer.bootstrap, self.group, self.topic, self.mode, i, self.records, shared))
+            for i in range(self.consumers)]
+        for member in members:
+            member.start()
+        producer = self.ck.Producer({"bootstrap.servers": self.peer.bootstrap, "linger.ms": 5, "acks": "all",
+                                     "enable.idempotence": True})
+        feeder = None
         try:
-            # Markers until every consumer received one and every partition delivered one: everyone is
-            # assigned and fetching, so the mock's share-partitions start before the measured records.
+            # Markers until every consumer that gets partitions received one and every partition delivered
+            # one: everyone is assigned and fetching, so the mock's share-partitions start before the
+            # measured records.
             deadline = time.monotonic() + ASSIGN_TIMEOUT_S
+            everything = (1 << self.partitions) - 1
             while True:
-                covered = set().union(*(m.markers for m in self.members))
-                marked = sum(1 for m in self.members if m.markers)
-                if marked >= self.working_members and len(covered) == self.partitions:
+                covered = 0
+                for bits in shared.markers:
+                    covered |= bits
+                marked = sum(1 for bits in shared.markers if bits)
+                if marked >= self.working_members and covered & everything == everything:
                     break
-                self._check(threads, deadline, "consumers assigned")
+                self._check(members, deadline, "consumers assigned")
                 for partition in range(self.partitions):
                     producer.produce(self.topic, value=MARKER, partition=partition, on_delivery=self._marked)
                 producer.flush(READY_TIMEOUT_S)
-                self._done.wait(0.3)
-            self._measured_from = list(self._marker_end)
-            # The records come from a producer process of their own, so producing does not compete with
-            # the consumer threads for this process's interpreter lock.
-            received = _SPAWN.Value("q", 0, lock=False)
-            self._shared_received = received
+                time.sleep(0.3)
+            shared.measured_from[:] = self._marker_end
+            shared.ready.value = 1
             feeder = _SPAWN.Process(target=_produce_records, daemon=True, args=(
-                self.peer.bootstrap, self.topic, self.partitions, self.records, received))
+                self.peer.bootstrap, self.topic, self.partitions, self.records, shared.counts))
             feeder.start()
-            feeder.join(RUN_TIMEOUT_S)
-            if feeder.exitcode != 0:
-                feeder.kill()
-                raise RuntimeError(f"the producer process failed (exit code {feeder.exitcode})")
             deadline = time.monotonic() + RUN_TIMEOUT_S
-            while not self._done.wait(0.2):
-                self._check(threads, deadline, f"{self._received} of {self.records} records")
-            for thread in threads:
-                thread.join(RUN_TIMEOUT_S)
-            self._check(threads, deadline, "final commit")
-            if any(t.is_alive() for t in threads):
-                raise RuntimeError("a consumer did not finish its final commit")
-            assert len(self._seen) == self.records, (len(self._seen), self.records)
-            first = min(m.first_record_s for m in self.members if m.first_record_s is not None)
-            last = max(m.committed_s for m in self.members)
+            for member in members:
+                member.join(max(0.0, deadline - time.monotonic()))
+            feeder.join(max(1.0, deadline - time.monotonic()))
+            self._check(members, deadline, f"{sum(shared.counts)} of {self.records} records")
+            if any(m.is_alive() for m in members):
+                raise TimeoutError(f"{self.peer.name} {self.workload}: {sum(shared.counts)} of {self.records}")
+            if feeder.exitcode != 0:
+                raise RuntimeError(f"the producer process failed (exit code {feeder.exitcode})")
+            assert sum(shared.counts) == self.records, (list(shared.counts), self.records)
+            first = min(t for t in shared.first if t)
+            last = max(shared.committed)
             return RunResult(self.peer.name, self.workload, self.records, last - first)
         finally:
-            self._stop.set()
-            for thread in threads:
-                thread.join(RUN_TIMEOUT_S)
-            for member in self.members:
-                try:
-                    member.consumer.close()
-                except Exception:  # closing is best effort after a failure
-                    pass
+            shared.stop.value = 1
+            for process in [*members, *([feeder] if feeder is not None else [])]:
+                process.join(RUN_TIMEOUT_S)
+                if process.is_alive():
+                    process.kill()
+                    process.join(READY_TIMEOUT_S)
 
     def _marked(self, err: Any, message: Any) -> None:
         if err is None:
             self._marker_end[message.partition()] = max(self._marker_end[message.partition()], message.offset() + 1)
 
-    def _check(self, threads: list[threading.Thread], deadline: float, what: str) -> None:
-        for member in self.members:
-            if member.error is not None:
-                raise RuntimeError(f"{self.peer.name}: consumer {member.index} failed") from member.error
+    def _check(self, members: list[Any], deadline: float, what: str) -> None:
+        for i, member in enumerate(members):
+            if member.exitcode not in (None, 0):
+                raise RuntimeError(f"{self.peer.name}: consumer {i} failed (exit code {member.exitcode})")
         if time.monotonic() > deadline:
             raise TimeoutError(f"{self.peer.name} {self.workload}: timed out waiting for {what}")
-
-
-_SPAWN = multiprocessing.get_context("spawn")  # never fork a process that runs librdkafka threads
-
-
-def _produce_records(bootstrap: str, topic: str, partitions: int, records: int, received: Any) -> None:
-    """The measured records, round-robin over the partitions, at most PRODUCE_AHEAD ahead of `received`
-    (the consumers' count); exits 1 when they are not all delivered in time."""
-    import confluent_kafka
-
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
-                                         "enable.idempotence": True})
-    value = b"x" * RECORD_BYTES
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    for i in range(records):
-        producer.produce(topic, value=value, partition=i % partitions)
-        if i % 500 == 499:
-            producer.poll(0)
-            while i + 1 - received.value > PRODUCE_AHEAD and time.monotonic() < deadline:
-                producer.poll(0.001)
-    sys.exit(0 if producer.flush(max(1.0, deadline - time.monotonic())) == 0 else 1)
 
 
 def run_once(peer: Any, workload: str, records: int) -> RunResult:
