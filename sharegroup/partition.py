@@ -255,12 +255,10 @@ class SharePartition:
         aborted_transactions: Sequence[AbortedTransaction] = (),
     ) -> list[AcquiredRecords]:
         """Acquire records of the fetched producer batches for `member_id` (SPEC §4.5); nothing is persisted."""
-        self._require_active()
-        for name, value in (("max_records", max_records), ("fetch_offset", fetch_offset), ("batch_size", batch_size)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ShareError(Errors.INVALID_REQUEST, f"{name} must be an integer, got {value!r}")
-        if batch_size is not None and batch_size <= 0:
-            raise ShareError(Errors.INVALID_REQUEST, f"batch_size must be > 0, got {batch_size}")
+        if self._status is not SharePartitionStatus.ACTIVE:
+            self._require_active()
+        if type(max_records) is not int or fetch_offset is not None or batch_size is not None:
+            self._check_acquire_arguments(max_records, fetch_offset, batch_size)
         return self._tracker.acquire(
             member_id,
             fetched,
@@ -272,13 +270,38 @@ class SharePartition:
             self.config.read_committed,
         )
 
+    @staticmethod
+    def _check_acquire_arguments(max_records: object, fetch_offset: object, batch_size: object) -> None:
+        for name, value in (("max_records", max_records), ("fetch_offset", fetch_offset), ("batch_size", batch_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ShareError(Errors.INVALID_REQUEST, f"{name} must be an integer, got {value!r}")
+        if batch_size is not None and batch_size <= 0:
+            raise ShareError(Errors.INVALID_REQUEST, f"batch_size must be > 0, got {batch_size}")
+
     # ------------------------------------------------------------------ acknowledgement
 
     async def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> None:
-        """Apply acknowledgements all-or-nothing and wait until they are durable (SPEC §4.4, §4.6)."""
-        self._require_active()
+        """Apply acknowledgements all-or-nothing and wait until they are durable (SPEC §4.4, §4.6).
+
+        The hot path of every acknowledgement: one coroutine (this one) around the persister's write
+        when no unwritten expiry runs are carried, failures mapped by `_failed_write`."""
+        if self._status is not SharePartitionStatus.ACTIVE:
+            self._require_active()
         pending = self._tracker.begin_acknowledge(member_id, batches, self._clock.now_ms())
-        await self._persist_pending(pending, "write acknowledgements")
+        transition_id = pending[0]
+        if not transition_id:
+            return
+        try:
+            if self._unwritten._pieces:
+                await self._write(pending)
+            else:
+                await self._persister.write_state(
+                    self.group_id, self.topic_id, self.partition, state_epoch=self._state_epoch,
+                    leader_epoch=self.leader_epoch, start_offset=pending[2], state_batches=pending[1],
+                    delivery_complete_count=pending[3])
+        except BaseException as exc:
+            raise self._failed_write(pending, exc, "write acknowledgements")
+        self._tracker.complete(transition_id, True, self._clock.now_ms())
 
     async def release_acquired_records(self, member_id: str) -> None:
         """Release every record `member_id` holds (member left or its share session closed)."""
@@ -292,15 +315,24 @@ class SharePartition:
             return
         try:
             await self._write(pending)
-        except ShareError as exc:
-            self._roll_back(pending)
-            raise self._persister_failure(exc, what) from None
-        except BaseException as exc:  # cancelled or broken persister: the write may not have landed
-            self._roll_back(pending)
-            if isinstance(exc, Exception):
-                raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"{what}: {exc!r}") from exc
-            raise
+        except BaseException as exc:
+            raise self._failed_write(pending, exc, what)
         self._tracker.complete(transition_id, True, self._clock.now_ms())
+
+    def _failed_write(self, pending: TrackerWrite, exc: BaseException, what: str) -> BaseException:
+        """Roll `pending` back and return what to raise: a persister `ShareError` mapped to the leader's
+        code (its context suppressed), any other exception as UNKNOWN_SERVER_ERROR caused by it, and a
+        cancellation (or other BaseException) as itself: the write may not have landed."""
+        self._roll_back(pending)
+        if isinstance(exc, ShareError):
+            mapped = self._persister_failure(exc, what)
+            mapped.__suppress_context__ = True
+            return mapped
+        if isinstance(exc, Exception):
+            error = ShareError(Errors.UNKNOWN_SERVER_ERROR, f"{what}: {exc!r}")
+            error.__cause__ = exc
+            return error
+        return exc
 
     def _roll_back(self, pending: TrackerWrite) -> None:
         """Undo a failed two-phase write. A record whose lock expired while the write was pending comes
@@ -333,7 +365,7 @@ class SharePartition:
         own = pending.state_batches
         carried: list[StateBatch] = []
         sequence = self._unwritten.sequence
-        if self._unwritten:
+        if self._unwritten._pieces:
             carried = self._unwritten.still_current(self._tracker.state_batches(), own, pending.start_offset)
         batches = sorted([*own, *carried]) if carried else own
         await self._persister.write_state(
@@ -346,7 +378,7 @@ class SharePartition:
             state_batches=batches,
             delivery_complete_count=pending.delivery_complete_count,
         )
-        if self._unwritten:
+        if self._unwritten._pieces:
             self._unwritten.forget(batches, pending.start_offset, sequence)
 
     # ------------------------------------------------------------------ locks and log start

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 from .broker_config import ServeConfig, parse_properties, split_assignment
 
-__all__ = ["add_arguments", "open_share_services", "open_store", "run", "load_config"]
+__all__ = ["add_arguments", "event_loop_factory", "open_share_services", "open_store", "run", "load_config"]
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -153,6 +154,18 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     return EXIT_OK
 
 
+def event_loop_factory() -> Any:
+    """uvloop's loop when it is installed (the optional extra `fast`), else None: asyncio's default loop.
+    SHAREGROUP_EVENT_LOOP=asyncio keeps the default loop even with uvloop installed."""
+    if os.environ.get("SHAREGROUP_EVENT_LOOP", "") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def run(args: argparse.Namespace) -> int:
     """Run `sharegroup serve` with parsed arguments; returns the exit status."""
     try:
@@ -165,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="sharegroup serve: %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
-        return asyncio.run(_serve(args, config))
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            return runner.run(_serve(args, config))
     except OSError as exc:  # the port is taken, the data directory is not writable, ...
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
