@@ -275,7 +275,8 @@ def _prepare_data_dir(data_dir: str, keep: bool) -> str:
     return "fresh" if state_files else "new"
 
 
-SERVE_SUBDIRS = ("topics", "share-state", "groups")  # what `sharegroup serve` keeps in its data directory
+# what `sharegroup serve` keeps in its data directory, and the live demo's copy of a Kafka state topic
+SERVE_SUBDIRS = ("topics", "share-state", "groups", "share-state-copy")
 SERVE_FILES = ("meta.properties", "serve.log")  # serve's cluster id; the live demo's copy of serve's stderr
 
 
