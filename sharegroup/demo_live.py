@@ -36,7 +36,8 @@ import time
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any, Callable, TextIO
 
-from .demo import DemoError, _audit, check_durable_state, prepare_serve_data_dir
+from .demo import (DemoError, _audit, check_durable_state, check_share_state_url, copy_share_state,
+                   prepare_serve_data_dir)
 from .demo_live_consumer import ConsumerSpec, consume
 from .demo_live_ledger import LiveLedger
 from .demo_live_summary import LiveSummary
@@ -174,9 +175,7 @@ def run_live_demo(
     if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not duration_s > 0:
         raise ValueError(f"duration_s must be a number > 0, got {duration_s!r}")
     if share_state is not None:
-        from persister.kafka_persister import parse_kafka_url
-
-        parse_kafka_url(share_state)  # ValueError for anything but kafka://host:port[/topic]
+        check_share_state_url(share_state)  # ValueError for anything but kafka://host:port[/topic]
     try:
         import confluent_kafka  # noqa: F401  (the children and the producer need it)
     except ImportError:
@@ -221,7 +220,7 @@ def run_live_demo(
     if share_state is not None:
         summary.share_state_source = share_state
         try:
-            state_log_dir = _copy_share_state(share_state, os.path.join(data_dir, SHARE_STATE_COPY), print_fn)
+            state_log_dir = copy_share_state(share_state, os.path.join(data_dir, SHARE_STATE_COPY), print_fn)
         except DemoError as exc:
             state_log_dir = None
             summary.durable_state_problems = [str(exc)]
@@ -243,28 +242,6 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10).values():
         future.result(READY_TIMEOUT_S)
-
-
-def _copy_share_state(url: str, copy_dir: str, print_fn: Callable[[str], None]) -> str:
-    """Copy the state log in the Kafka topic of `url` (partition 0, the one shard serve writes) into
-    the segment directory `copy_dir`, replacing an earlier copy; the topic is only read (its owner is
-    not fenced). Returns `copy_dir`; DemoError when the topic cannot be read (the run's summary then
-    reports the durable state as not checked)."""
-    import shutil
-
-    from persister.kafka_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
-    from persister.kafka_persister import parse_kafka_url
-
-    servers, topic = parse_kafka_url(url)
-    if os.path.isdir(copy_dir):
-        shutil.rmtree(copy_dir)
-    try:
-        copied = export_to_segment_dir(servers, topic or DEFAULT_STATE_TOPIC, 0, copy_dir,
-                                       client_config={"log_level": 3})
-    except Exception as exc:  # the cluster is gone, the topic is missing or unreadable
-        raise DemoError(f"cannot read the share state back from {url}: {exc}") from exc
-    print_fn(f"share state: {copied:,} state-log records copied from {url} into {copy_dir}")
-    return copy_dir
 
 
 async def _check_on_disk(summary: LiveSummary, state_log_dir: str) -> list[str]:
