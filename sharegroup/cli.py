@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--simulated", action="store_true",
                       help="run the in-process simulation instead of the broker and real clients: simulated "
                       "consumers on simulated time, deterministic for a seed")
+    demo.add_argument("--share-state", metavar="URL", default=None,
+                      help="serve keeps its share state in a Kafka topic, kafka://host:port[/topic], instead of "
+                      "under DIR; the checks and the audit read a copy of that topic (DIR/share-state-copy); not "
+                      "with --simulated")
     demo.add_argument("--walkthrough", action="store_true",
                       help="instead, walk through KIP-932's worked example on one share-partition, step by step "
                       "(the other options are ignored)")
@@ -187,6 +191,17 @@ def _demo(args: argparse.Namespace) -> int:
         clock = ManualClock(0)
         asyncio.run(walkthrough(InMemoryPersister(clock=clock), clock))
         return 0
+    if args.share_state is not None:
+        from persister.kafka_persister import parse_kafka_url
+
+        problem = "--share-state is for the live demo, not with --simulated" if args.simulated else None
+        try:
+            parse_kafka_url(args.share_state)
+        except ValueError as exc:
+            problem = f"--share-state: {exc}"
+        if problem is not None:
+            print(f"sharegroup demo: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     if not args.simulated:
         return _live_demo(args)
     import asyncio
@@ -228,6 +243,7 @@ def _live_demo(args: argparse.Namespace) -> int:
             records=50_000 if args.records is None else args.records,
             duration_s=60.0 if args.duration is None else args.duration,
             seed=args.seed, metrics_port=args.metrics_port, keep=args.keep, audit=args.audit, master=args.master,
+            share_state=args.share_state,
         )
     except (DemoError, LogLockedError, OSError) as exc:
         print(f"sharegroup demo: {exc}", file=sys.stderr)

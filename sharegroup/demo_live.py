@@ -15,6 +15,11 @@ Layer 4 (an edge). The run:
 6. checks the outcome (every record as the acknowledgements imply, nothing lost, byte-exact), reads the
    topic logs and the share state back from disk (every partition complete up to its log end), prints
    the summary, and runs the Spark audit of the share-state log (`DIR/share-state`).
+
+With `share_state="kafka://host:port[/topic]"` serve keeps its share state in that Kafka topic instead
+(`sharegroup serve --share-state`); after the run the demo copies the topic's state log, read-only, into
+the segment directory `DIR/share-state-copy` (what `sharegroup audit kafka://...` does), and the
+durable-state check and the audit read that copy.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ import time
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any, Callable, TextIO
 
-from .demo import DemoError, _audit, check_durable_state, prepare_serve_data_dir
+from .demo import (DemoError, _audit, check_durable_state, check_share_state_url, copy_share_state,
+                   prepare_serve_data_dir)
 from .demo_live_consumer import ConsumerSpec, consume
 from .demo_live_ledger import LiveLedger
 from .demo_live_summary import LiveSummary
@@ -52,8 +58,11 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 
 
+SHARE_STATE_COPY = "share-state-copy"  # under DIR: the copy of a Kafka state topic the checks read
+
+
 def serve_arguments(data_dir: str, partitions: int, delivery_count_limit: int,
-                    metrics_port: int | None = None) -> list[str]:
+                    metrics_port: int | None = None, share_state: str | None = None) -> list[str]:
     """The `sharegroup serve` options of the demo: Kafka's configs with short timings."""
     overrides = {
         "num.partitions": partitions,
@@ -77,6 +86,8 @@ def serve_arguments(data_dir: str, partitions: int, delivery_count_limit: int,
         args += ["--group-config", f"{key}={value}"]
     if metrics_port is not None:
         args += ["--metrics-port", str(metrics_port)]
+    if share_state is not None:
+        args += ["--share-state", share_state]
     return args
 
 
@@ -144,6 +155,7 @@ def run_live_demo(
     audit_engine: str = "spark",
     master: str = "local[2]",
     audit_out_dir: str | os.PathLike | None = None,
+    share_state: str | None = None,
     print_fn: Callable[[str], None] = print,
     progress: bool | TextIO = True,
 ) -> LiveSummary:
@@ -151,7 +163,8 @@ def run_live_demo(
 
     `metrics_port` (0: any free port) is serve's Prometheus endpoint. `kill_at_batch`: the second consumer
     is SIGKILLed in the middle of its batch number `kill_at_batch` (0: no kill; there is none with a
-    single consumer). `duration_s` bounds the consuming. Raises DemoError when it cannot start; the
+    single consumer). `duration_s` bounds the consuming. `share_state` (a `kafka://host:port[/topic]`
+    URL, ValueError otherwise) keeps serve's share state in that Kafka topic. Raises DemoError when it cannot start; the
     summary's `exit_code` tells the outcome.
     """
     limits = (("partitions", partitions, 1, 1000), ("consumers", consumers, 1, 200), ("records", records, 1, 10**8),
@@ -161,6 +174,8 @@ def run_live_demo(
             raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
     if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not duration_s > 0:
         raise ValueError(f"duration_s must be a number > 0, got {duration_s!r}")
+    if share_state is not None:
+        check_share_state_url(share_state)  # ValueError for anything but kafka://host:port[/topic]
     try:
         import confluent_kafka  # noqa: F401  (the children and the producer need it)
     except ImportError:
@@ -177,9 +192,10 @@ def run_live_demo(
     print_fn(f"sharegroup demo: {records:,} records on {partitions} partitions of topic {topic}, share group "
              f"{group_id} of {consumers} confluent_kafka ShareConsumers (child processes), seed {seed}")
     how_text = {"new": "new", "fresh": "wiped, starting fresh", "kept": "kept (--keep)"}[how]
-    print_fn(f"broker data: {data_dir} ({how_text}); share-state log {os.path.join(data_dir, 'share-state')}")
+    state_where = share_state or os.path.join(data_dir, "share-state")
+    print_fn(f"broker data: {data_dir} ({how_text}); share-state log {state_where}")
 
-    serve = ServeSubprocess(serve_arguments(data_dir, partitions, delivery_count_limit, metrics_port),
+    serve = ServeSubprocess(serve_arguments(data_dir, partitions, delivery_count_limit, metrics_port, share_state),
                             os.path.join(data_dir, "serve.log"))
     summary.bootstrap = serve.bootstrap
     print_fn(f"broker: sharegroup serve (pid {serve.proc.pid}) listening on {serve.bootstrap}, "
@@ -200,11 +216,20 @@ def run_live_demo(
         summary.consumer_errors.append(f"sharegroup serve exited {summary.serve_exit_code}: {serve.log_tail()}")
     summary.outcome_problems = ledger.outcome_problems(killed=summary.killed_consumer is not None)
     ledger._check()
-    summary.durable_state_problems = asyncio.run(_check_on_disk(summary))
+    state_log_dir: str | None = os.path.join(data_dir, "share-state")
+    if share_state is not None:
+        summary.share_state_source = share_state
+        try:
+            state_log_dir = copy_share_state(share_state, os.path.join(data_dir, SHARE_STATE_COPY), print_fn)
+        except DemoError as exc:
+            state_log_dir = None
+            summary.durable_state_problems = [str(exc)]
+    if state_log_dir is not None:
+        summary.durable_state_problems = asyncio.run(_check_on_disk(summary, state_log_dir))
     for line in summary.lines():
         print_fn(line)
-    if audit:
-        _audit(summary, os.path.join(data_dir, "share-state"), master=master, spark=None, out_dir=audit_out_dir,
+    if audit and state_log_dir is not None:
+        _audit(summary, state_log_dir, master=master, spark=None, out_dir=audit_out_dir,
                print_fn=print_fn, options={"delivery_count_limit": delivery_count_limit,
                                            "snapshot_update_records_per_snapshot": RECORDS_PER_CHECKPOINT,
                                            "engine": audit_engine})
@@ -219,10 +244,11 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         future.result(READY_TIMEOUT_S)
 
 
-async def _check_on_disk(summary: LiveSummary) -> list[str]:
+async def _check_on_disk(summary: LiveSummary, state_log_dir: str) -> list[str]:
     """Read the topic logs and the share state back from disk (the broker has stopped): every
-    partition's log ends where the producer's records end, and its durable share state is complete up to
-    that end (every record accepted or archived, nothing in flight)."""
+    partition's log ends where the producer's records end, and its durable share state (the state log
+    in `state_log_dir`) is complete up to that end (every record accepted or archived, nothing in
+    flight)."""
     from .server.topic_store import TopicStore
 
     store = await TopicStore.open(summary.data_dir)
@@ -242,7 +268,7 @@ async def _check_on_disk(summary: LiveSummary) -> list[str]:
         if end != produced.get(partition, 0):
             problems.append(f"partition {partition}: log ends at {end}, {produced.get(partition, 0)} records produced")
     complete = {p: LeaderState(end, [], end, end) for p, end in ends.items()}
-    problems += await check_durable_state(os.path.join(summary.data_dir, "share-state"), summary.group_id,
+    problems += await check_durable_state(state_log_dir, summary.group_id,
                                           info.topic_id, complete)
     return problems
 

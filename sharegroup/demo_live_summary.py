@@ -39,6 +39,7 @@ class LiveSummary:
     metrics_url: str | None = None
     audit: object | None = None  # sharegroup.audit.AuditResult when the audit ran
     audit_error: str | None = None
+    share_state_source: str = "disk"  # where the durable share state was read from (a kafka:// URL)
 
     @property
     def produced(self) -> int:
@@ -115,7 +116,8 @@ class LiveSummary:
              "every record ended as the consumers' acknowledgements imply, byte-exact" if ledger.problem_count == 0
              else f"{n(ledger.problem_count)} problems"),
             ("durable state", "ok" if not self.durable_state_problems else "MISMATCH",
-             f"topic logs end at {n(ends)}; share state from disk: every partition complete to its log end"
+             f"topic logs end at {n(ends)}; share state from {self.share_state_source}: every partition complete to "
+             "its log end"
              if not self.durable_state_problems else f"{len(self.durable_state_problems)} problems"),
             ("broker", "ok" if self.serve_exit_code == 0 else f"exit {self.serve_exit_code}",
              f"sharegroup serve on {self.bootstrap}, stopped with SIGTERM"),
