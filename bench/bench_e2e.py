@@ -2,7 +2,7 @@
 own mock share-group broker (the mock cluster inside the confluent-kafka wheel), alternated in one run.
 
     python bench/bench_e2e.py [--records N] [--rounds R]      # prints a table
-    python -m pytest bench/bench_e2e.py --benchmark-enable -q  # the same, as pytest-benchmark entries
+    python -m pytest bench/bench_e2e.py --benchmark-enable -q  # the same, one test a workload (`make bench`)
 
 Workloads, each with N records of 100 B (50,000; 2,000 under SHAREGROUP_BENCH_SMOKE=1 or
 `--benchmark-disable`):
@@ -413,20 +413,24 @@ if pytest is not None:
                 peer.close()
 
     @pytest.mark.parametrize("workload", list(WORKLOADS))
-    def test_e2e_serve_vs_mock(benchmark, peers, workload):
-        """Alternated runs on both peers; the benchmark's time is the serve side's best run, the mock's
-        rate and the ratio go to extra_info (and are printed)."""
-        records = record_count(benchmark.disabled)
-        rounds = 1 if benchmark.disabled else 2
+    def test_e2e_serve_vs_mock(request, capsys, peers, workload):
+        """Alternated runs on both peers, each timed from the first record received to the last
+        acknowledgement confirmed; prints records/s for both and the ratio.
+
+        Not a pytest-benchmark timing: what is measured happens in consumer processes, so there is no
+        callable here whose duration is the number (timing a lambda that returns it would be a lie).
+        `--benchmark-disable` (the smoke run) uses a small record count and one round.
+        """
+        config = request.config
+        disabled = config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+        records = record_count(disabled)
+        rounds = 1 if disabled else 2
         results = compare(peers, workload, records, rounds)
         serve, mock = best_rate(results["serve"]), best_rate(results["mock"])
-        benchmark.extra_info.update(records=records, serve_records_per_s=round(serve),
-                                    mock_records_per_s=round(mock), ratio=round(serve / mock, 2),
-                                    load_average=os.getloadavg()[0])
-        best = min(results["serve"], key=lambda r: r.seconds)
-        benchmark.pedantic(lambda: best.seconds, rounds=1, iterations=1)
-        print("\n" + table([(workload, serve, mock)], records, rounds))
+        with capsys.disabled():
+            print("\n" + table([(workload, serve, mock)], records, rounds))
         assert all(r.records == records for rs in results.values() for r in rs)
+        assert serve > 0 and mock > 0
 
 
 def main(argv: list[str] | None = None) -> int:
