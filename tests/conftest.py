@@ -72,3 +72,16 @@ def spark():
     session = build_session("local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def client(broker):
+    """A raw kio client connected to the module's `broker` fixture (an in-process `BrokerThread`); always
+    closed."""
+    from tests.server_harness import RawClient
+
+    raw = RawClient(broker.broker.port)
+    try:
+        yield raw
+    finally:
+        raw.close()

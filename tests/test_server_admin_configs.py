@@ -29,12 +29,6 @@ def broker(tmp_path):
     b.stop()
 
 
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    yield c
-    c.close()
-
 
 def describe(client: RawClient, resource_type: int, name: str, keys=None, version: int = 4):
     body = build(request_class(DESCRIBE, version), {"resources": [

@@ -23,12 +23,6 @@ def broker(tmp_path):
     b.stop()
 
 
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    yield c
-    c.close()
-
 
 def fetch(client: RawClient, version: int, topic, partitions, max_wait_ms: int = 0, min_bytes: int = 1,
           max_bytes: int = 1 << 20, isolation: int = 0, session_id: int = 0):

@@ -23,12 +23,6 @@ def broker(tmp_path):
     b.stop()
 
 
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    yield c
-    c.close()
-
 
 def request(client: RawClient, key: int, version: int, data: dict):
     return client.request(key, version, build(request_class(key, version), data))

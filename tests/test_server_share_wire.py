@@ -30,12 +30,6 @@ def broker(tmp_path):
     b.stop()
 
 
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    yield c
-    c.close()
-
 
 def topic_with_records(broker: BrokerThread, name: str = "t", count: int = 3) -> uuid.UUID:
     """A topic of one partition holding one batch of `count` records, subscribed by group g (a member

@@ -26,14 +26,6 @@ def broker(tmp_path):
         b.stop()
 
 
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    try:
-        yield c
-    finally:
-        c.close()
-
 
 def req(api_key: int, version: int, **fields):
     from sharegroup.server.codec import build
