@@ -1,6 +1,7 @@
 """`CoordinatorPersister`: the Persister protocol answered by an embedded ShareCoordinator.
 
-LocalPersister (over a SegmentLog) and InMemoryPersister (over a MemoryLog) are this class; they differ
+LocalPersister (over a SegmentLog), KafkaPersister (over a KafkaRecordLog) and InMemoryPersister (over a
+MemoryLog) are this class; they differ
 only in the log below and, for the test double, the controls on top.
 """
 
@@ -66,6 +67,21 @@ class CoordinatorPersister:
         self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int
     ) -> StateSummary:
         return await self.coordinator.read_summary(group_id, topic_id, partition, leader_epoch=leader_epoch)
+
+    # -- maintenance -------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self.coordinator.closed
+
+    async def prune(self) -> int:
+        """Drop the redundant prefix of the log (what lies below every live key's latest checkpoint);
+        return the new log start offset."""
+        return await self.coordinator.prune()
+
+    async def checkpoint_idle_keys(self) -> int:
+        """Re-checkpoint keys idle for `cold_checkpoint_interval_ms` so they stop pinning the log."""
+        return await self.coordinator.checkpoint_idle_keys()
 
     # -- inspection --------------------------------------------------------------------------------
 

@@ -83,18 +83,6 @@ class KafkaPersister(CoordinatorPersister):
     def log(self) -> KafkaRecordLog:
         return self.coordinator.log  # type: ignore[return-value]
 
-    @property
-    def closed(self) -> bool:
-        return self.coordinator.closed
-
-    async def prune(self) -> int:
-        """DeleteRecords below the redundant prefix of the log; return the new log start offset."""
-        return await self.coordinator.prune()
-
-    async def checkpoint_idle_keys(self) -> int:
-        """Re-checkpoint keys idle for `cold_checkpoint_interval_ms` so they stop pinning the log."""
-        return await self.coordinator.checkpoint_idle_keys()
-
     async def close(self) -> None:
         """Let writes in flight finish, then close the coordinator and the log."""
         await self.coordinator.close()

@@ -73,20 +73,6 @@ class LocalPersister(CoordinatorPersister):
     def log_dir(self) -> str:
         return self.log.log_dir
 
-    @property
-    def closed(self) -> bool:
-        return self.coordinator.closed
-
-    # -- maintenance -------------------------------------------------------------------------------
-
-    async def prune(self) -> int:
-        """Delete the redundant prefix of the log (whole segments); return the new log start offset."""
-        return await self.coordinator.prune()
-
-    async def checkpoint_idle_keys(self) -> int:
-        """Re-checkpoint keys idle for `cold_checkpoint_interval_ms` so they stop pinning the log."""
-        return await self.coordinator.checkpoint_idle_keys()
-
     async def close(self) -> None:
         """Let writes in flight finish, then close the coordinator and the log (releasing the directory)."""
         await self.coordinator.close()
