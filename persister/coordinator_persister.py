@@ -1,8 +1,7 @@
 """`CoordinatorPersister`: the Persister protocol answered by an embedded ShareCoordinator.
 
 LocalPersister (over a SegmentLog), KafkaPersister (over a KafkaRecordLog) and InMemoryPersister (over a
-MemoryLog) are this class; they differ
-only in the log below and, for the test double, the controls on top.
+MemoryLog) are this class; they differ only in the log below and, for the test double, the controls on top.
 """
 
 from __future__ import annotations
