@@ -9,7 +9,8 @@ with ShareFetch and ShareAcknowledge requests. Two things tie the manager to the
   that writes while simulated time moves on would make runs depend on the machine's speed);
 - a fetch that waits for records (long polling) counts as waiting in simulated time, and once woken it
   acquires in the acquisition phase of that instant, as every other fetch does, never while writes of
-  the same instant are still in flight. That is the one method `SimulatedShareManager` overrides.
+  the same instant are still in flight. That is the one method `SimulatedShareManager` overrides (`wait_for_records`, the manager's documented
+  extension point).
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ class SimulatedShareManager(SharePartitionManager):
         super().__init__(**kwargs)
         self.virtual_time = virtual_time
 
-    async def _wait(self, group_id: str, keys, deadline_ms: int) -> WaitOutcome:
+    async def wait_for_records(self, group_id: str, keys, deadline_ms: int) -> WaitOutcome:
         with self.virtual_time.waiting_elsewhere(deadline_ms, Phase.ACQUIRE):
-            outcome = await super()._wait(group_id, keys, deadline_ms)
+            outcome = await super().wait_for_records(group_id, keys, deadline_ms)
         await self.virtual_time.sleep(0, Phase.ACQUIRE)
         return outcome

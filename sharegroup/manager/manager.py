@@ -246,7 +246,7 @@ class SharePartitionManager:
         except ShareError as exc:
             if exc.error is Errors.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
                 # As Kafka: hold the refusal for MaxWaitMs so a full broker is not hammered.
-                await self._wait(group_id, [], self.clock.now_ms() + request.max_wait_ms)
+                await self.wait_for_records(group_id, [], self.clock.now_ms() + request.max_wait_ms)
             return ShareFetchResponse(error_code=exc.error, error_message=exc.message)
         config = self.group_config(group_id)
         ack_results = await self._acknowledge(group_id, member_id, parsed, request.is_renew_ack)
@@ -361,7 +361,7 @@ class SharePartitionManager:
                 if available < request.min_bytes and not any(isinstance(r, ShareError) for r in reads.values()):
                     reads = {}
                     ready_keys = [tp for tp, _e in ready]
-                    outcome = await self._wait(group_id, ready_keys, deadline_ms)
+                    outcome = await self.wait_for_records(group_id, ready_keys, deadline_ms)
                     if outcome is WaitOutcome.CLOSED:
                         return data
                     expired = outcome is WaitOutcome.EXPIRED
@@ -381,12 +381,15 @@ class SharePartitionManager:
                 errors = errors or item.error_code is not Errors.NONE
             if acquired or errors or final:
                 return data
-            outcome = await self._wait(group_id, [tp for tp, _e in ready], deadline_ms)
+            outcome = await self.wait_for_records(group_id, [tp for tp, _e in ready], deadline_ms)
             if outcome is WaitOutcome.CLOSED:
                 return data
             expired = outcome is WaitOutcome.EXPIRED
 
-    async def _wait(self, group_id: str, keys: list[TopicPartition], deadline_ms: int) -> WaitOutcome:
+    async def wait_for_records(self, group_id: str, keys: list[TopicPartition], deadline_ms: int) -> WaitOutcome:
+        """Park a fetch until one of `keys` may have acquirable records or `deadline_ms` passes (the
+        long poll). The one extension point for running long polls on another scheduler: a subclass
+        (the simulated demo's) may wrap it, and must await the inherited method."""
         waiter = self._purgatory.watch(group_id, keys, deadline_ms)
         try:
             return await waiter.future
