@@ -14,6 +14,7 @@ Layout of a log directory::
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from typing import NamedTuple
@@ -24,6 +25,7 @@ __all__ = [
     "SEGMENT_SUFFIX",
     "START_OFFSET_FILE",
     "LOCK_FILE",
+    "lock_log_dir",
     "SegmentInfo",
     "LogLockedError",
     "FileHandles",
@@ -69,6 +71,25 @@ class SegmentInfo(NamedTuple):
 
 class LogLockedError(OSError):
     """The log directory is already open by another SegmentLog (in this or another process)."""
+
+
+def lock_log_dir(log_dir: str, *, create: bool = True) -> int:
+    """Take the exclusive flock a SegmentLog holds on its directory while open; return the descriptor
+    that holds it (closing it releases the lock). LogLockedError when another holder has it. With
+    `create=False` no lock file is created: -1 means there is none (no log was ever opened there)."""
+    path = os.path.join(log_dir, LOCK_FILE)
+    if not create and not os.path.exists(path):
+        return -1
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogLockedError(f"the state log {log_dir} is already open (by this or another process)") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class FileHandles:

@@ -15,7 +15,6 @@ that tells a torn tail from corruption; the audit judges segments with it too.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import time
@@ -25,7 +24,7 @@ from . import log_files
 from .frame_codec import frame_codec
 from .frame_rows import KeyTable
 from .log_api import CorruptLogError, LogEntry
-from .log_files import START_OFFSET_FILE, FileHandles, LogLockedError, SegmentInfo, segment_file_name
+from .log_files import START_OFFSET_FILE, FileHandles, SegmentInfo, segment_file_name
 from .records import FRAME_HEADER_BYTES, RecordDecodeError, TornRecordError, check_frame, decode_record
 
 __all__ = ["read_log", "valid_frames_follow", "recover_dir", "open_and_recover", "read_entries", "read_rows"]
@@ -332,13 +331,8 @@ def open_and_recover(log_dir: str, fsync: bool) -> dict:
         if fsync:
             log_files.fsync_dir(os.path.dirname(os.path.abspath(log_dir)))
             fsyncs += 1
-    lock_fd = os.open(os.path.join(log_dir, log_files.LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    handles = FileHandles(lock_fd)
+    handles = FileHandles(log_files.lock_log_dir(log_dir))
     try:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LogLockedError(f"the state log {log_dir} is already open (by this or another process)") from None
         recovered = recover_dir(log_dir)  # changes nothing; raises on corruption
         segments = [SegmentInfo(s.base_offset, s.path, s.valid_bytes, s.record_count) for s in recovered.segments]
         if recovered.segments and recovered.segments[-1].torn_reason is not None:

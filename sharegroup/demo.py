@@ -24,7 +24,6 @@ this module holds the entry point, the data directory, the durable-state check a
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import inspect
 import os
 import sys
@@ -344,24 +343,20 @@ def _state_log_lock(data_dir: str) -> Iterator[None]:
     """Hold the state log's directory lock (the flock a `SegmentLog` holds while it has the directory
     open), so that a log another process has open is never wiped under it.
 
-    The persister does not offer this lock as a public function yet, so the demo takes the same flock on
-    the same file; it creates no lock file where there is none (then no log was ever opened there).
+    Takes the persister's own lock (`lock_log_dir`) without creating a lock file where there is none
+    (then no log was ever opened there).
     """
-    from persister.log import LOCK_FILE
+    from persister.log_files import LogLockedError, lock_log_dir
 
-    lock_path = os.path.join(data_dir, LOCK_FILE)
-    if not os.path.exists(lock_path):
-        yield
-        return
-    fd = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DemoError(f"the state log in {data_dir} is open in another process") from None
+        fd = lock_log_dir(data_dir, create=False)
+    except LogLockedError:
+        raise DemoError(f"the state log in {data_dir} is open in another process") from None
+    try:
         yield
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
 
 
 def _write_marker(data_dir: str) -> None:
