@@ -3,7 +3,7 @@
 persister may import only layer 0 of sharegroup, so its native module lives in its own package).
 
 `SHAREGROUP_PUREPYTHON=1` skips the extension build (the pure twins need none). A failing native build
-is an error, never a silent fallback (SPEC §2).
+is an error, never a silent fallback.
 """
 
 import glob

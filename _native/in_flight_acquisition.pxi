@@ -308,7 +308,7 @@ cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_
 @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
 cdef int _archive_aborted(InFlightTracker self, fetched, aborted, Vec *runs) except -1:
     """read_committed: archive just-acquired records of aborted transactions and control batches,
-    and cut them out of the acquired runs (SPEC §4.8)."""
+    and cut them out of the acquired runs."""
     cdef Vec cut, new_runs
     cdef Range *cp
     cdef ARun *rp

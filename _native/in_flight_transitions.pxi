@@ -1,6 +1,6 @@
 """State transitions after acquisition for the Cython tracker (included by `tracker.pyx`; the pure twin is
-`sharegroup.in_flight_transitions`): acknowledgement, release and their completion (two-phase, SPEC
-§4.4 and §4.6), and lock expiry (one phase).
+`sharegroup.in_flight_transitions`): acknowledgement, release and their completion (two-phase),
+and lock expiry (one phase).
 """
 
 

@@ -1,7 +1,7 @@
 # cython: language_level=3
 """The Cython twin of the in-flight tracker (`sharegroup.in_flight.InFlightTracker`).
 
-Layer 1 (SPEC §2): no I/O, no clock, no asyncio. Same class name, constructor, methods, return values,
+Layer 1: no I/O, no clock, no asyncio. Same class name, constructor, methods, return values,
 exceptions, Kafka error codes and messages as the pure twin; only the representation differs:
 
 - an entry is a `cdef class` with C fields (int64 first/last/deadline, int32 owner, uint8
@@ -177,7 +177,7 @@ cdef class InFlightTracker:
         self._limit = int(delivery_count_limit)
         self._max_locks = _clamp_i64(int(partition_max_record_locks))
         self._record_limit = bool(record_limit_mode)
-        # Poison-record isolation (SPEC §4.10): from this delivery count on, batches shrink.
+        # Poison-record isolation: from this delivery count on, batches shrink.
         self._throttle = max(2, (self._limit + 1) // 2)
         self._entries = []
         self._locks.n = 0
@@ -248,7 +248,7 @@ cdef class InFlightTracker:
 
     @cython.boundscheck(True)  # indexes caller-supplied sequences: IndexError, never a wild read
     def load(self, start_offset, state_batches):
-        """Rebuild the window from persisted state (SPEC §4.7); all-or-nothing.
+        """Rebuild the window from persisted state; all-or-nothing.
 
         Each persisted batch becomes one entry. Holes between `start_offset` and the batches are
         offsets whose fate is unknown (acquired when the last leader failed, or never records). They
@@ -465,7 +465,7 @@ cdef class InFlightTracker:
         aborted_transactions=(),
         read_committed=False,
     ):
-        """Acquire records of `fetched` producer-batch headers for `member_id` (SPEC §4.5, §4.8, §4.10).
+        """Acquire records of `fetched` producer-batch headers for `member_id`.
 
         Cached AVAILABLE records are re-acquired; offsets past SPEO are acquired as new entries at
         producer-batch granularity. `max_records` and the in-flight limit are soft (rounded up to the end
@@ -484,7 +484,7 @@ cdef class InFlightTracker:
     # ------------------------------------------------------------------ acknowledgement
 
     def begin_acknowledge(self, member_id, batches, now_ms):
-        """Validate and apply acknowledgements all-or-nothing (SPEC §4.4); the changes stay pending.
+        """Validate and apply acknowledgements all-or-nothing; the changes stay pending.
 
         Raises `ShareError` (INVALID_REQUEST or INVALID_RECORD_STATE) with nothing changed. Otherwise
         the new states are visible at once, marked in transition, and the returned `TrackerWrite` says
@@ -525,7 +525,7 @@ cdef class InFlightTracker:
         return _new_namedtuple4(_TP_TRACKER_WRITE, tid_o, writes, start, self._count_terminal_from(start), False)
 
     def begin_release(self, member_id, now_ms):
-        """Release every record `member_id` holds, like a RELEASE acknowledgement (SPEC §4.3).
+        """Release every record `member_id` holds, like a RELEASE acknowledgement.
 
         The delivery count is kept, so a consumer that keeps crashing on a record cannot loop forever;
         records at the limit, or below the SPSO, are archived. Pending until `complete`.
@@ -534,7 +534,7 @@ cdef class InFlightTracker:
         return _begin_release(self, member_id, now_ms)
 
     def complete(self, transition_id, committed, now_ms):
-        """Commit or roll back a pending transition once its write answered (SPEC §4.6).
+        """Commit or roll back a pending transition once its write answered.
 
         Roll back restores ACQUIRED for the owner, except that a record whose lock expired meanwhile
         becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO). Records archived by a log
@@ -591,7 +591,7 @@ cdef class InFlightTracker:
         return count
 
     def update_log_start_offset(self, log_start_offset):
-        """Retention moved the log start: AVAILABLE records below it are archived (SPEC §4.9).
+        """Retention moved the log start: AVAILABLE records below it are archived.
 
         ACQUIRED records stay until acknowledged or expired (then archived). Nothing is persisted now;
         the new SPSO reaches storage with the next write.

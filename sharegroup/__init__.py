@@ -1,12 +1,11 @@
 """sharegroup: the broker-side half of Kafka share groups (KIP-932) with a Cython core.
 
-Public names live here; see SPEC §3. The in-flight tracker is the native Cython build unless
+Public names live here. The in-flight tracker is the native Cython build unless
 `SHAREGROUP_PUREPYTHON=1` selects the pure-Python twin (a missing native build is an error).
 """
 
 from .clock import Clock, ManualClock, SystemClock
-from .config import ShareGroupConfig
-from .config import BrokerConfig
+from .config import BrokerConfig, ShareGroupConfig
 from .errors import Errors, ShareError
 from .persistence import Persister
 from .types import (

@@ -1,6 +1,6 @@
 """The acknowledgement request parser of the pure tracker.
 
-Layer 1 (SPEC §2). The Cython twin's counterpart is `_native/acknowledgement_request.pxi`.
+Layer 1. The Cython twin's counterpart is `_native/acknowledgement_request.pxi`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`sharegroup demo`: the main job on an embedded default (SPEC §8), then the audit of its state log.
+"""`sharegroup demo`: the main job on an embedded default, then the audit of its state log.
 
 Layer 4 (an edge): it wires everything together. Producers append record batches to in-memory topic
 logs of several partitions; one share group of simulated consumers, members of a `GroupCoordinator`,

@@ -1,4 +1,4 @@
-"""`sharegroup demo` (the default): the main job with real Kafka clients against `sharegroup serve` (SPEC §8).
+"""`sharegroup demo` (the default): the main job with real Kafka clients against `sharegroup serve`.
 
 Layer 4 (an edge). The run:
 

@@ -99,7 +99,7 @@ class DemoRun:
         return self.manager.share_partition(GROUP_ID, self.topic_id, partition)
 
     async def member_left(self, member_id: str) -> None:
-        """A member left or its session ended: the manager releases what it still holds (SPEC §4.3)."""
+        """A member left or its session ended: the manager releases what it still holds."""
         await self.manager.member_left(GROUP_ID, member_id)
         self.member_released(member_id)
 

@@ -1,7 +1,7 @@
 """Kafka error codes and the one exception every refusal of bad input raises.
 
 Both tracker twins, the persister and the services import these names from here, so the codes exist
-exactly once (SPEC §3.1).
+exactly once.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The pure-Python twin of the in-flight tracker: every record between SPSO and SPEO of one share-partition.
 
-Layer 1 (SPEC §2): no I/O, no clock, no asyncio. Callers pass `now_ms`; changes that must be persisted
+Layer 1: no I/O, no clock, no asyncio. Callers pass `now_ms`; changes that must be persisted
 come back as `TrackerWrite`s. The Cython twin in `_native/tracker.pyx` implements the same behaviour
 with the same names; `sharegroup.tracker` picks one at import time.
 
@@ -73,7 +73,7 @@ class InFlightTracker:
         self._limit = int(delivery_count_limit)
         self._max_locks = int(partition_max_record_locks)
         self._record_limit = bool(record_limit_mode)
-        # Poison-record isolation (SPEC §4.10): from this delivery count on, batches shrink.
+        # Poison-record isolation: from this delivery count on, batches shrink.
         self._throttle = max(2, (self._limit + 1) // 2)
         self._entries: list[_Entry] = []
         self._firsts: list[int] = []
@@ -151,7 +151,7 @@ class InFlightTracker:
         self._fetch_scan_from = 0
 
     def load(self, start_offset: int, state_batches: Iterable[Sequence[int]]) -> None:
-        """Rebuild the window from persisted state (SPEC §4.7); all-or-nothing.
+        """Rebuild the window from persisted state; all-or-nothing.
 
         Each persisted batch becomes one entry. Holes between `start_offset` and the batches are
         offsets whose fate is unknown (acquired when the last leader failed, or never records). They
@@ -372,7 +372,7 @@ class InFlightTracker:
     # ------------------------------------------------------------------ acknowledgement
 
     def begin_acknowledge(self, member_id: str, batches: Sequence[Sequence], now_ms: int) -> TrackerWrite:
-        """Validate and apply acknowledgements all-or-nothing (SPEC §4.4); the changes stay pending.
+        """Validate and apply acknowledgements all-or-nothing; the changes stay pending.
 
         Raises `ShareError` (INVALID_REQUEST or INVALID_RECORD_STATE) with nothing changed. Otherwise
         the new states are visible at once, marked in transition, and the returned `TrackerWrite` says
@@ -398,7 +398,7 @@ class InFlightTracker:
         return TrackerWrite(tid, writes, start, self._count_terminal_from(start))
 
     def begin_release(self, member_id: str, now_ms: int) -> TrackerWrite:
-        """Release every record `member_id` holds, like a RELEASE acknowledgement (SPEC §4.3).
+        """Release every record `member_id` holds, like a RELEASE acknowledgement.
 
         The delivery count is kept, so a consumer that keeps crashing on a record cannot loop forever;
         records at the limit, or below the SPSO, are archived. Pending until `complete`.
@@ -406,7 +406,7 @@ class InFlightTracker:
         return _begin_release(self, member_id, now_ms)
 
     def complete(self, transition_id: int, committed: bool, now_ms: int) -> None:
-        """Commit or roll back a pending transition once its write answered (SPEC §4.6).
+        """Commit or roll back a pending transition once its write answered.
 
         Roll back restores ACQUIRED for the owner, except that a record whose lock expired meanwhile
         becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO). Records archived by a log
@@ -426,7 +426,7 @@ class InFlightTracker:
         return _expire_locks(self, now_ms)
 
     def update_log_start_offset(self, log_start_offset: int) -> None:
-        """Retention moved the log start: AVAILABLE records below it are archived (SPEC §4.9).
+        """Retention moved the log start: AVAILABLE records below it are archived.
 
         ACQUIRED records stay until acknowledged or expired (then archived). Nothing is persisted now;
         the new SPSO reaches storage with the next write.

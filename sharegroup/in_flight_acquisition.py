@@ -3,7 +3,7 @@
 
 New ranges at producer-batch granularity (holes included: natural holes fetched on their own and the
 holes of the persisted-gap window), re-acquisition of AVAILABLE cached records with poison-record
-throttling, and the read_committed cut of aborted transactions. Layer 1 (SPEC §2).
+throttling, and the read_committed cut of aborted transactions. Layer 1.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset
 def _archive_aborted(self: InFlightTracker, fetched: Sequence[Sequence], aborted: Sequence[Sequence[int]],
                      runs: list) -> None:
     """read_committed: archive just-acquired records of aborted transactions and control batches,
-    and cut them out of the acquired runs (SPEC §4.8)."""
+    and cut them out of the acquired runs."""
     pending = sorted((int(t[1]), int(t[0])) for t in aborted)  # (first_offset, producer_id)
     p = 0
     active: set[int] = set()

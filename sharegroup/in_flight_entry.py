@@ -1,6 +1,6 @@
 """The record representation shared by the pure tracker's modules: state ids and one cached entry.
 
-Layer 1 (SPEC §2). The Cython twin's counterpart is `_native/in_flight_entry.pxi`.
+Layer 1. The Cython twin's counterpart is `_native/in_flight_entry.pxi`.
 """
 
 from __future__ import annotations

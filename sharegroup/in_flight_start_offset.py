@@ -1,6 +1,6 @@
 """The start offset (SPSO) advance of the pure tracker (the Cython twin's counterpart is
 `_native/in_flight_start_offset.pxi`): the leading run of terminal records, the holes it may or may not
-skip (the persisted-gap window), and dropping wholly terminal leading entries. Layer 1 (SPEC §2).
+skip (the persisted-gap window), and dropping wholly terminal leading entries. Layer 1.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """State transitions after acquisition for the pure tracker: acknowledgement, release and their
-completion (two-phase, SPEC §4.4 and §4.6), and lock expiry (one phase). Functions taking the tracker;
-the Cython twin's counterpart is `_native/in_flight_transitions.pxi`. Layer 1 (SPEC §2).
+completion (two-phase), and lock expiry (one phase). Functions taking the tracker;
+the Cython twin's counterpart is `_native/in_flight_transitions.pxi`. Layer 1.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Prometheus metrics of the share-partition leader (layer 4): acquisitions, acknowledgements by type,
-lock expiries, archived records by reason and in-flight records (SPEC §8), the SharePartitionManager's
+lock expiries, archived records by reason and in-flight records, the SharePartitionManager's
 request metrics under Kafka's share metric names (`ShareManagerMetrics`), and a metrics endpoint.
 
 The leader itself (`sharegroup.partition`, layer 3) never imports prometheus_client: the edges that

@@ -1,4 +1,4 @@
-"""SharePartition: the share-partition leader of one (group, topic, partition) (SPEC §3.3, §4).
+"""SharePartition: the share-partition leader of one (group, topic, partition).
 
 It owns an in-flight tracker (layer 1) and reaches durable state only through the `Persister`
 protocol. Acknowledgements and releases are two-phase: the tracker applies them at once (marked in
@@ -166,7 +166,7 @@ class SharePartition:
     # ------------------------------------------------------------------ initialization
 
     async def initialize(self) -> None:
-        """Read durable state and build the window (SPEC §4.7).
+        """Read durable state and build the window.
 
         As Kafka's `initializedOrThrowException`: an ACTIVE share-partition returns at once; one that is
         INITIALIZING (another caller's read is in flight) or FENCED raises LEADER_NOT_AVAILABLE and stays
@@ -254,7 +254,7 @@ class SharePartition:
         batch_size: int | None = None,
         aborted_transactions: Sequence[AbortedTransaction] = (),
     ) -> list[AcquiredRecords]:
-        """Acquire records of the fetched producer batches for `member_id` (SPEC §4.5); nothing is persisted."""
+        """Acquire records of the fetched producer batches for `member_id`; nothing is persisted."""
         if self._status is not SharePartitionStatus.ACTIVE:
             self._require_active()
         if type(max_records) is not int or fetch_offset is not None or batch_size is not None:
@@ -281,7 +281,7 @@ class SharePartition:
     # ------------------------------------------------------------------ acknowledgement
 
     async def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> None:
-        """Apply acknowledgements all-or-nothing and wait until they are durable (SPEC §4.4, §4.6).
+        """Apply acknowledgements all-or-nothing and wait until they are durable.
 
         The hot path of every acknowledgement: one coroutine (this one) around the persister's write
         when no unwritten expiry runs are carried, failures mapped by `_failed_write`."""
@@ -411,7 +411,7 @@ class SharePartition:
         return count
 
     def update_log_start_offset(self, log_start_offset: int) -> None:
-        """Retention moved the log start offset: archive AVAILABLE records below it (SPEC §4.9)."""
+        """Retention moved the log start offset: archive AVAILABLE records below it."""
         if isinstance(log_start_offset, bool) or not isinstance(log_start_offset, int) or log_start_offset < 0:
             raise ShareError(Errors.INVALID_REQUEST, f"log start offset must be an integer >= 0, got {log_start_offset!r}")
         self._require_active()

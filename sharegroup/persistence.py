@@ -1,7 +1,7 @@
 """The Persister protocol: the only way the services (layer 3) reach durable share-partition state.
 
 Implementations live in `persister/` (layer 2); the edges choose one and hand it in. Every method is
-async and refuses with `ShareError` carrying the Kafka error code (SPEC §3.2).
+async and refuses with `ShareError` carrying the Kafka error code.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run and range builders of the pure tracker: the lists a call fills before it builds its result.
 
-Layer 1 (SPEC §2). The Cython twin's counterparts (same names) grow C buffers in
+Layer 1. The Cython twin's counterparts (same names) grow C buffers in
 `_native/tracker_buffers.pxi`.
 """
 

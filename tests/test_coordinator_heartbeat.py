@@ -1,6 +1,6 @@
 """ShareGroupHeartbeat: join / leave / regular heartbeats with their exact error codes, session timeouts,
 group and assignment epochs, the assignment interval, topic metadata changes, and state left unchanged
-by every refusal (SPEC §6)."""
+by every refusal."""
 
 from __future__ import annotations
 

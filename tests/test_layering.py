@@ -1,4 +1,4 @@
-"""SPEC §2 layering: a layer imports only from layers below it (checked on the source, not at runtime)."""
+"""Layering: a layer imports only from layers below it (checked on the source, not at runtime)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_services_reach_durability_only_through_the_protocol():
             assert "audit" not in name and "pyspark" not in name and "prometheus" not in name, (path.name, name)
 
 
-EDGES = {"cli.py", "demo.py", "metrics.py", "__main__.py"}  # and the audit/ and server/ packages (SPEC §2, layer 4)
+EDGES = {"cli.py", "demo.py", "metrics.py", "__main__.py"}  # and the audit/ and server/ packages (layer 4)
 
 
 def test_only_the_edges_import_the_concrete_persister():

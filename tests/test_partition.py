@@ -1,5 +1,5 @@
 """SharePartition against the real coordinator rules (InMemoryPersister): the KIP-932 worked example,
-initialization, two-phase persistence with rollback, fencing and lock expiry (SPEC §3.3, §4)."""
+initialization, two-phase persistence with rollback, fencing and lock expiry."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_sigint_stops_cleanly_too(serve):
 
 def test_starts_quickly_on_an_empty_data_directory(serve):
     proc = serve()
-    # SPEC: under 3 s; measured from process start to the readiness line (generous bound for a shared CI box)
+    # The target is under 3 s; measured from process start to the readiness line (generous bound for a shared CI box)
     assert proc.ready_after_s < 10.0, proc.ready_after_s
 
 

@@ -1,4 +1,4 @@
-"""Spec tests of the in-flight tracker, written once and run against both twins (SPEC §4)."""
+"""Spec tests of the in-flight tracker, written once and run against both twins."""
 
 from __future__ import annotations
 
@@ -244,7 +244,7 @@ def test_natural_gaps_inside_an_ack_range_are_ignored(t):
     assert t.start_offset == 10
 
 
-# One test per validation error (SPEC §4.4), each leaving state untouched.
+# One test per validation error, each leaving state untouched.
 
 
 @pytest.fixture

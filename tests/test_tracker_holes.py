@@ -1,4 +1,4 @@
-"""Kafka's acquisition rules around offset holes, run against both tracker twins (SPEC §4.5, §4.7).
+"""Kafka's acquisition rules around offset holes, run against both tracker twins.
 
 A *hole* is a stretch of offsets inside the in-flight window that no cached entry covers: a natural gap
 (compaction, or fetches that skipped it) or, after loading persisted state, an offset whose fate the

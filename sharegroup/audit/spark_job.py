@@ -85,7 +85,7 @@ def check_java() -> str:
 
 
 def local_session_config() -> dict[str, str]:
-    """The small-machine configuration of toolchain-notes §2 for `local[...]` masters."""
+    """The small-machine configuration for `local[...]` masters (2 cores, 512m driver, no UI)."""
     return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -122,7 +122,7 @@ def build_session(master: str = "local[2]", conf: dict[str, str] | None = None, 
     local = is_local_master(master)
     if local:
         # Workers must run this interpreter (the venv), not `python3` from PATH; both variables must be
-        # set before the JVM starts (toolchain-notes §2).
+        # set before the JVM starts.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings = local_session_config() if local else _cluster_session_config()

@@ -1,6 +1,6 @@
 """The group coordinator companion (layer 3): share-group membership by heartbeat, member and group
 epochs, the simple assignor, two-stage initialization and deletion of share-partition state through the
-Persister protocol, group records, and the admin offsets APIs (SPEC §6).
+Persister protocol, group records, and the admin offsets APIs.
 
 It reaches durable share-partition state only through `sharegroup.persistence.Persister`; its own
 records go to a `RecordSink` (`MemoryRecordSink` unless the edges wire a durable one). A

@@ -1,4 +1,4 @@
-"""GroupCoordinator: the share-group side of Kafka's group coordinator (SPEC §6).
+"""GroupCoordinator: the share-group side of Kafka's group coordinator.
 
 The public face of the package: it validates every request, takes the group's lock, expires the
 group's overdue members, runs the operation, and tells the optional `GroupListener` what changed once
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 class GroupCoordinator:
     """Share-group membership, the simple assignor, share-partition initialization/deletion and the
-    admin offsets APIs; see the module docstring and SPEC §6."""
+    admin offsets APIs; see the module docstring."""
 
     def __init__(
         self,

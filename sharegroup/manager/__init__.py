@@ -1,5 +1,5 @@
 """The SharePartitionManager package (layer 3): what a broker embeds to answer ShareFetch and
-ShareAcknowledge as whole requests (SPEC §11). See `manager.py` for the request path."""
+ShareAcknowledge as whole requests. See `manager.py` for the request path."""
 
 from .delayed_fetch import DelayedFetchPurgatory, WaitOutcome
 from .lock_timer import LockTimer

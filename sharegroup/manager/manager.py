@@ -1,4 +1,4 @@
-"""SharePartitionManager: what a broker embeds to answer ShareFetch and ShareAcknowledge (SPEC §11).
+"""SharePartitionManager: what a broker embeds to answer ShareFetch and ShareAcknowledge.
 
 It owns every share-partition of the process (`partitions.py`), the share sessions (`sessions.py`),
 the waiting fetches (`delayed_fetch.py`) and one acquisition-lock timer (`lock_timer.py`). A request is
