@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
+from .authorization import ANONYMOUS, AclOperation, ResourceType
 from .codec import build, response_class
 
 if TYPE_CHECKING:
@@ -30,6 +31,18 @@ class RequestContext:
     client_id: str | None
     peer: str
     local_host: str = "127.0.0.1"
+    principal: str = ANONYMOUS  # "User:name" once authenticated (SASL or a TLS client certificate)
+    listener: str = "PLAINTEXT"  # the name of the listener this connection came in on
+
+    @property
+    def client_host(self) -> str:
+        """The client's IP address (what an ACL's host is compared with)."""
+        host, _, _ = self.peer.rpartition(":")
+        return host or self.peer
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether this request's principal may do `operation` on the literal resource `name`."""
+        return self.broker.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
 
     @property
     def advertised_host(self) -> str:

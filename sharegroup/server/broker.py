@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .api import ApiHandler, HandlerRegistry
+from .authorization import AllowEveryone, Authorizer
 from .broker_config import ServeConfig
 from .connection import Connection
 from .topic_admin import TopicAdmin
@@ -69,6 +70,7 @@ class Broker:
         handlers: Iterable[ApiHandler] | None = None,
         services: dict[str, Any] | None = None,
         metrics: WireMetrics | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         if handlers is None:
             from .handlers import all_handlers
@@ -86,6 +88,7 @@ class Broker:
         self.cluster_id = load_cluster_id(self.data_dir)
         self.request_counts: Counter[str] = Counter()
         self.metrics = metrics if metrics is not None else wire_metrics_for()
+        self.authorizer: Authorizer = authorizer if authorizer is not None else AllowEveryone()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False
