@@ -12,6 +12,11 @@ answered whole:
 4. if nothing was acquired (and no acknowledgement changed state), wait for an event on one of its
    partitions or MaxWaitMs, then try again.
 
+Authorization is the embedder's: `share_fetch` and `share_acknowledge` take an optional
+`topic_authorized(topic_id) -> bool` (READ on the topic, decided by the broker's ACLs). It is asked once
+per distinct topic after the session step, as Kafka does; the partitions of a refused topic answer
+TOPIC_AUTHORIZATION_FAILED, are not fetched, and their acknowledgements are not applied.
+
 It also implements the group coordinator's listener (`on_member_left`, `on_group_deleted`,
 `on_offsets_deleted`) by duck typing.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..clock import Clock, SystemClock
 from ..config import BrokerConfig, ShareGroupConfig
@@ -56,6 +61,15 @@ log = logging.getLogger(__name__)
 
 MemberKey = tuple[str, str]
 AckResult = tuple[Errors, str | None]
+TopicAuthorized = Callable[[uuid.UUID], bool]
+NOT_AUTHORIZED: AckResult = (Errors.TOPIC_AUTHORIZATION_FAILED, None)
+
+
+def _denied_topics(topic_authorized: TopicAuthorized | None, partitions: Iterable[TopicPartition]) -> frozenset[uuid.UUID]:
+    """The topics of `partitions` the embedder refuses (one decision per distinct topic)."""
+    if topic_authorized is None:
+        return frozenset()
+    return frozenset(t for t in {tp[0] for tp in partitions} if not topic_authorized(t))
 
 
 class SharePartitionManager:
@@ -223,14 +237,15 @@ class SharePartitionManager:
 
     # -- ShareFetch ----------------------------------------------------------------------------------
 
-    async def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+    async def share_fetch(self, request: ShareFetchRequest,
+                          topic_authorized: TopicAuthorized | None = None) -> ShareFetchResponse:
         """Answer one ShareFetch whole (acknowledgements, session, acquisition, long polling)."""
         started_ms = self.clock.now_ms()
-        response = await self._share_fetch(request)
+        response = await self._share_fetch(request, topic_authorized)
         self.observer.share_fetch_done(request, response, self.clock.now_ms() - started_ms)
         return response
 
-    async def _share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+    async def _share_fetch(self, request: ShareFetchRequest, topic_authorized: TopicAuthorized | None) -> ShareFetchResponse:
         if self._closed:
             return ShareFetchResponse(error_code=Errors.UNKNOWN_SERVER_ERROR, error_message="the broker is closing")
         try:
@@ -249,13 +264,14 @@ class SharePartitionManager:
                 await self.wait_for_records(group_id, [], self.clock.now_ms() + request.max_wait_ms)
             return ShareFetchResponse(error_code=exc.error, error_message=exc.message)
         config = self.group_config(group_id)
-        ack_results = await self._acknowledge(group_id, member_id, parsed, request.is_renew_ack)
+        denied = _denied_topics(topic_authorized, [*context.fetch_partitions, *parsed.acks])
+        ack_results = await self._acknowledge(group_id, member_id, parsed, request.is_renew_ack, denied)
         acks_changed = any(code is Errors.NONE and parsed.acks[tp] for tp, (code, _m) in ack_results.items())
         data: dict[TopicPartition, ShareFetchPartitionData] = {}
         if context.kind is ContextKind.FINAL:
             await self._close_session(group_id, member_id)
         elif not request.is_renew_ack:
-            fetched = await self._fetch(context, request, acks_changed)
+            fetched = await self._fetch(context, request, acks_changed, denied)
             if isinstance(fetched, Errors):
                 return ShareFetchResponse(error_code=fetched, error_message="the share session moved on meanwhile")
             data = fetched
@@ -289,17 +305,23 @@ class SharePartitionManager:
         )
 
     async def _fetch(
-        self, context: ShareFetchContext, request: ShareFetchRequest, acks_changed: bool
+        self, context: ShareFetchContext, request: ShareFetchRequest, acks_changed: bool,
+        denied: frozenset[uuid.UUID] = frozenset(),
     ) -> dict[TopicPartition, ShareFetchPartitionData] | Errors:
-        """Acquire for the context's partitions in rotated order; the result is in that order."""
+        """Acquire for the context's partitions in rotated order; the result is in that order. The
+        partitions of `denied` topics are not fetched: they answer TOPIC_AUTHORIZATION_FAILED."""
         order = list(context.fetch_partitions)
         epoch = context.request_epoch
         if context.kind is ContextKind.SUBSEQUENT and len(order) > 1 and epoch % len(order):
             k = epoch % len(order)  # Kafka's round-robin: element k goes first
             order = order[k:] + order[:k]
-        data = await self._fetch_partitions(order, request, context, acks_changed)
+        allowed = [tp for tp in order if tp[0] not in denied] if denied else order
+        data = await self._fetch_partitions(allowed, request, context, acks_changed)
         if isinstance(data, Errors):
             return data
+        for tp in order:
+            if tp[0] in denied:
+                data[tp] = ShareFetchPartitionData(tp[1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
         return {tp: data[tp] for tp in order if tp in data}
 
     async def _fetch_partitions(
@@ -471,14 +493,16 @@ class SharePartitionManager:
 
     # -- ShareAcknowledge ------------------------------------------------------------------------------
 
-    async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    async def share_acknowledge(self, request: ShareAcknowledgeRequest,
+                                topic_authorized: TopicAuthorized | None = None) -> ShareAcknowledgeResponse:
         """Answer one ShareAcknowledge whole; at epoch -1 the session closes after the acknowledgements."""
         started_ms = self.clock.now_ms()
-        response = await self._share_acknowledge(request)
+        response = await self._share_acknowledge(request, topic_authorized)
         self.observer.share_acknowledge_done(request, response, self.clock.now_ms() - started_ms)
         return response
 
-    async def _share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    async def _share_acknowledge(self, request: ShareAcknowledgeRequest,
+                                 topic_authorized: TopicAuthorized | None) -> ShareAcknowledgeResponse:
         if self._closed:
             return ShareAcknowledgeResponse(error_code=Errors.UNKNOWN_SERVER_ERROR,
                                             error_message="the broker is closing")
@@ -488,10 +512,11 @@ class SharePartitionManager:
                                                       request.share_session_epoch)
         except ShareError as exc:
             return ShareAcknowledgeResponse(error_code=exc.error, error_message=exc.message)
-        results = await self._acknowledge(request.group_id, request.member_id, parsed, request.is_renew_ack)
+        denied = _denied_topics(topic_authorized, parsed.acks)
+        results = await self._acknowledge(request.group_id, request.member_id, parsed, request.is_renew_ack, denied)
         for tp, batches in parsed.acks.items():  # a partition sent without batches is answered too:
             if not batches:  # a client treats a partition missing from the answer as failed
-                results[tp] = (Errors.NONE, None)
+                results[tp] = NOT_AUTHORIZED if tp[0] in denied else (Errors.NONE, None)
         if request.share_session_epoch == FINAL_EPOCH:
             await self._close_session(request.group_id, request.member_id)
         topics: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
@@ -506,20 +531,28 @@ class SharePartitionManager:
         )
 
     async def _acknowledge(
-        self, group_id: str, member_id: str, parsed: ParsedRequest, renew_allowed: bool
+        self, group_id: str, member_id: str, parsed: ParsedRequest, renew_allowed: bool,
+        denied: frozenset[uuid.UUID] = frozenset(),
     ) -> dict[TopicPartition, AckResult]:
         """Apply each partition's acknowledgements (partitions in parallel, so their writes can share a
         group commit); the result per partition is its acknowledge error code. Partitions of a
-        ShareFetch without acknowledgements get no result."""
-        work = {tp: batches for tp, batches in parsed.acks.items() if batches}
+        ShareFetch without acknowledgements get no result; those of `denied` topics are not applied
+        (TOPIC_AUTHORIZATION_FAILED, before any existence check)."""
+        work = {tp: batches for tp, batches in parsed.acks.items() if batches and tp[0] not in denied}
+        refused = {tp: NOT_AUTHORIZED for tp, batches in parsed.acks.items() if batches and tp[0] in denied}
         if not work:
-            return {}
+            return refused
         if len(work) == 1:  # no task needed
             [(tp, batches)] = work.items()
-            return {tp: await self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)}
-        outcomes = await asyncio.gather(*(self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)
-                                          for tp, batches in work.items()))
-        return dict(zip(work, outcomes))
+            outcomes = [await self._acknowledge_partition(group_id, member_id, tp, batches, renew_allowed)]
+        else:
+            outcomes = await asyncio.gather(*(self._acknowledge_partition(group_id, member_id, tp, batches,
+                                                                          renew_allowed)
+                                              for tp, batches in work.items()))
+        done = dict(zip(work, outcomes))
+        if not refused:
+            return done
+        return {tp: refused.get(tp) or done[tp] for tp in parsed.acks if tp in refused or tp in done}
 
     async def _acknowledge_partition(
         self, group_id: str, member_id: str, tp: TopicPartition, batches: list[AcknowledgementBatch],

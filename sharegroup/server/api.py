@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
-from .authorization import ANONYMOUS, AclOperation, ResourceType
+from .authorization import ANONYMOUS, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from .codec import build, response_class
 
 if TYPE_CHECKING:
@@ -43,6 +43,16 @@ class RequestContext:
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether this request's principal may do `operation` on the literal resource `name`."""
         return self.broker.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def authorized_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether this request's principal may do `operation` on at least one resource of this type."""
+        return self.broker.authorizer.authorize_by_resource_type(self.principal, self.client_host, operation,
+                                                                 resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The bit field (bit = operation id) of the operations this principal may do on `name`, over the
+        operations that apply to its type: what `*_authorized_operations` fields report."""
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type] if self.authorized(op, resource_type, name))
 
     @property
     def advertised_host(self) -> str:

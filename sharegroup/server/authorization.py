@@ -18,6 +18,7 @@ __all__ = [
     "Authorizer",
     "CLUSTER_NAME",
     "ResourceType",
+    "SUPPORTED_OPERATIONS",
 ]
 
 ANONYMOUS = "User:ANONYMOUS"  # the principal of a PLAINTEXT connection (and of SSL without a client certificate)
@@ -58,12 +59,34 @@ class ResourceType(IntEnum):
     USER = 7
 
 
+# The operations that apply to each resource type (what an `authorized_operations` bit field reports).
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE, AclOperation.TWO_PHASE_COMMIT),
+}
+
+
 @runtime_checkable
 class Authorizer(Protocol):
-    """Decides one action on one literal resource name for one principal connected from `host` (an IP)."""
+    """Decides one action on one literal resource name for one principal connected from `host` (an IP).
+
+    `authorize_by_resource_type` answers "may this principal do `operation` on *some* resource of this
+    type" (Kafka's `authorizeByResourceType`, used by InitProducerId: WRITE on any topic).
+    """
 
     def authorize(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
+    ) -> bool: ...
+
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
     ) -> bool: ...
 
 
@@ -74,5 +97,10 @@ class AllowEveryone:
 
     def authorize(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
+    ) -> bool:
+        return True
+
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
     ) -> bool:
         return True

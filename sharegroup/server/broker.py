@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .api import ApiHandler, HandlerRegistry
-from .authorization import AllowEveryone, Authorizer
+from .authorization import Authorizer
 from .broker_config import ServeConfig
 from .connection import Connection
+from .security.authorizer import authorizer_for
 from .topic_admin import TopicAdmin
 from .wire_metrics import WireMetrics, wire_metrics_for
 
@@ -88,7 +89,9 @@ class Broker:
         self.cluster_id = load_cluster_id(self.data_dir)
         self.request_counts: Counter[str] = Counter()
         self.metrics = metrics if metrics is not None else wire_metrics_for()
-        self.authorizer: Authorizer = authorizer if authorizer is not None else AllowEveryone()
+        # Without `authorizer.class.name`: AllowEveryone. With it: the ACLs of DIR/security (AclFileError,
+        # a ValueError, when that file is bad: the broker must not start without its ACLs).
+        self.authorizer: Authorizer = authorizer if authorizer is not None else authorizer_for(config, self.data_dir)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False

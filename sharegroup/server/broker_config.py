@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 __all__ = [
+    "AUTHORIZER_CLASS_NAMES",
     "CONFIG_DEFS",
     "GROUP_CONFIG_KEYS",
     "KNOWN_UNUSED",
     "ConfigDef",
     "ServeConfig",
     "parse_properties",
+    "parse_super_users",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -103,7 +105,26 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15_000, 1),
     ConfigDef("group.share.assignment.interval.ms", "int", 1000, 0, 15_000),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, 0, 500),
+    ConfigDef("authorizer.class.name", "string", "", doc="ACL authorization (see AUTHORIZER_CLASS_NAMES); empty: none"),
+    ConfigDef("super.users", "string", "", doc="principals allowed everything, ';'-separated (User:admin;User:ops)"),
+    ConfigDef("allow.everyone.if.no.acl.found", "boolean", False, doc="allow actions on resources without any ACL"),
 )
+
+# The authorizer class names that enable ACL authorization (Kafka's KRaft and ZooKeeper-era names; both
+# mean the ACL authorizer of sharegroup/server/security). Any other non-empty name is refused.
+AUTHORIZER_CLASS_NAMES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
+
+
+def parse_super_users(text: str) -> frozenset[str]:
+    """`super.users`: principals separated by ';' (Kafka's separator), each `Type:name`; `ValueError` else."""
+    users = frozenset(part.strip() for part in text.split(";") if part.strip())
+    for user in users:
+        if ":" not in user:
+            raise ValueError(f"super.users: {user!r} is not a principal (expected Type:name, e.g. User:admin)")
+    return users
 
 # Group-level share configs settable as defaults with --group-config, with the broker key whose
 # min/max bound them (Kafka's GroupConfig validation) and, for strings, the allowed values.
@@ -120,7 +141,7 @@ GROUP_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
 KNOWN_UNUSED: frozenset[str] = frozenset(
     """
     advertised.listeners alter.config.policy.class.name alter.log.dirs.replication.quota.window.num
-    authorizer.class.name auto.include.jmx.reporter auto.leader.rebalance.enable background.threads broker.id
+    auto.include.jmx.reporter auto.leader.rebalance.enable background.threads broker.id
     broker.rack client.quota.callback.class compression.gzip.level compression.lz4.level compression.type
     compression.zstd.level connection.failed.authentication.delay.ms connections.max.reauth.ms
     controlled.shutdown.enable controller.listener.names controller.quorum.append.linger.ms
@@ -272,6 +293,7 @@ class ServeConfig:
             else:
                 raise ValueError(f"unknown broker config {key!r} (not a Kafka broker config)")
         _check_ranges(values)
+        _check_authorizer(values)
         group_defaults: dict[str, Any] = {}
         for key, raw in group_configs:
             group_defaults[key] = _parse_group_config(key, raw, values)
@@ -289,6 +311,14 @@ def _check_ranges(values: Mapping[str, Any]) -> None:
             raise ValueError(f"{key} must be in [{lo}, {hi}] ({lo_key}, {hi_key}), got {value}")
     if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
         raise ValueError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+
+
+def _check_authorizer(values: Mapping[str, Any]) -> None:
+    """An authorizer class this broker has (by Kafka's names), and parseable super users."""
+    name = values["authorizer.class.name"]
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"authorizer.class.name {name!r} is not supported (expected {' or '.join(AUTHORIZER_CLASS_NAMES)})")
+    parse_super_users(values["super.users"])
 
 
 def _parse_group_config(key: str, raw: Any, broker: Mapping[str, Any]) -> Any:

@@ -117,9 +117,11 @@ async def open_share_services(data_dir: Path | str, config: ServeConfig, store: 
 
 async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     from .broker import Broker
+    from .security.authorizer import authorizer_for
 
     data_dir = Path(args.data)
     data_dir.mkdir(parents=True, exist_ok=True)
+    authorizer = authorizer_for(config, data_dir)  # a bad ACL file stops the start here (ValueError, exit 2)
     store = await open_store(data_dir, config)
     try:
         share = await open_share_services(data_dir, config, store, args.share_state)
@@ -127,7 +129,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         await store.close()
         raise
     broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
-                    services={"share": share})
+                    services={"share": share}, authorizer=authorizer)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -180,6 +182,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(_serve(args, config))
-    except OSError as exc:  # the port is taken, the data directory is not writable, ...
+    except (OSError, ValueError) as exc:  # the port is taken, the data directory is not writable, a bad ACL file, ...
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..api import ApiHandler
 from . import (
+    acls,
     api_versions,
     configs,
     create_partitions,
@@ -38,6 +39,7 @@ HANDLER_MODULES = (
     create_partitions,
     configs,
     list_offsets,
+    acls,
 )
 
 

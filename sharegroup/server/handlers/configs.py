@@ -12,6 +12,11 @@ Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
   against the broker's bounds (INVALID_CONFIG) and kept by `GroupConfigStore`.
 APPEND and SUBTRACT (list configs) apply to none of these keys: INVALID_CONFIG. An unknown resource
 type, or the same resource twice in one request, is INVALID_REQUEST. `validate_only` checks only.
+
+Authorization per resource, before anything else of it: DescribeConfigs needs DESCRIBE_CONFIGS and
+IncrementalAlterConfigs ALTER_CONFIGS on the CLUSTER (for a BROKER resource), on the topic (TOPIC) or on
+the group (GROUP); a refusal is that resource's CLUSTER_ / TOPIC_ / GROUP_AUTHORIZATION_FAILED with the
+error's default message and no configs.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import Errors, ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..broker_config import CONFIG_DEFS
 from ..group_configs import DELETE, SET
 
@@ -99,6 +105,24 @@ def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
 _DESCRIBERS = {TOPIC: _topic_configs, BROKER: _broker_configs, GROUP: _group_configs}
 
 
+# config resource type -> (ACL resource type, refusal code, refusal message)
+_ACL_RESOURCE = {
+    TOPIC: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed, "Topic authorization failed."),
+    BROKER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+    GROUP: (ResourceType.GROUP, ErrorCode.group_authorization_failed, "Group authorization failed."),
+}
+
+
+def _refusal(ctx: RequestContext, resource: Any, operation: AclOperation) -> tuple[int, str] | None:
+    """(code, message) when this principal may not do `operation` on the resource's configs, else None."""
+    acl = _ACL_RESOURCE.get(int(resource.resource_type))
+    if acl is None:
+        return None  # an unsupported type: INVALID_REQUEST below
+    resource_type, code, message = acl
+    name = CLUSTER_NAME if resource_type is ResourceType.CLUSTER else resource.resource_name
+    return None if ctx.authorized(operation, resource_type, name) else (code, message)
+
+
 def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
     counts = Counter((int(r.resource_type), r.resource_name) for r in resources)
     return {k for k, n in counts.items() if n > 1}
@@ -115,6 +139,10 @@ def _described(resource: Any, code: int, message: str | None, configs: list[dict
 async def describe(ctx: RequestContext, request: Any) -> Any:
     results = []
     for resource in request.resources:
+        refused = _refusal(ctx, resource, AclOperation.DESCRIBE_CONFIGS)
+        if refused is not None:
+            results.append(_described(resource, refused[0], refused[1], []))
+            continue
         describer = _DESCRIBERS.get(int(resource.resource_type))
         if describer is None:
             results.append(_described(resource, ErrorCode.invalid_request,
@@ -207,6 +235,10 @@ async def incremental_alter(ctx: RequestContext, request: Any) -> Any:
         if alterer is None:
             responses.append(_altered(resource, ErrorCode.invalid_request,
                                       f"Unsupported resource type {resource.resource_type}"))
+            continue
+        refused = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
+        if refused is not None:
+            responses.append(_altered(resource, *refused))
             continue
         try:
             await alterer(ctx, resource.resource_name, _changes(resource), bool(request.validate_only))

@@ -5,7 +5,8 @@ partition count on their next heartbeat (the metadata hash moves) and initialize
 share-partitions at offset 0, whatever `share.auto.offset.reset` says, so no record produced before
 the group noticed is skipped. Per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (count
 not above the current one), INVALID_REQUEST (a topic listed twice, or a manual assignment: this broker
-is a single node). `validate_only` checks without growing.
+is a single node). `validate_only` checks without growing. ALTER on the topic is checked before
+anything else of it (TOPIC_AUTHORIZATION_FAILED, so existence is not revealed).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import AclOperation, ResourceType
 
 
 def _result(name: str, code: int, message: str | None = None) -> dict[str, Any]:
@@ -33,6 +35,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 reported.add(topic.name)
                 results.append(_result(topic.name, ErrorCode.invalid_request,
                                        f"Duplicate topic name {topic.name} in the request."))
+            continue
+        if not ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            results.append(_result(topic.name, ErrorCode.topic_authorization_failed, "Topic authorization failed."))
             continue
         if topic.assignments:
             results.append(_result(topic.name, ErrorCode.invalid_request,

@@ -13,6 +13,9 @@
   with ListOffsets); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (v4-12) or UNKNOWN_TOPIC_ID (v13+).
 - Long polling: with less than `min_bytes` ready and no partition in error, the fetch waits up to
   `max_wait` for an append to any partition of the store, then reads again; never past `max_wait`.
+- Authorization: READ on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per
+  partition); by topic id an unknown id is UNKNOWN_TOPIC_ID first (ids are not secret). A follower's
+  fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster instead, else every partition is refused.
 - Fetch sessions (KIP-227) are not offered: every response has session id 0, so clients keep sending
   full requests; a request naming a session (id != 0) gets FETCH_SESSION_ID_NOT_FOUND.
 """
@@ -27,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 
 READ_COMMITTED = 1
 _signals: "weakref.WeakKeyDictionary[Any, AppendSignal]" = weakref.WeakKeyDictionary()
@@ -73,7 +77,28 @@ def _error_partition(index: int, code: int) -> dict[str, Any]:
             "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
-def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool) -> tuple[list[dict[str, Any]], int]:
+class _Readable:
+    """READ on a topic, decided once per topic name per request (or CLUSTER_ACTION for a follower)."""
+
+    def __init__(self, ctx: RequestContext, request: Any) -> None:
+        self.ctx = ctx
+        replica_state = getattr(request, "replica_state", None)
+        replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
+        self.follower_allowed = None if replica_id < 0 else ctx.authorized(
+            AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        self._decided: dict[str, bool] = {}
+
+    def __call__(self, name: str) -> bool:
+        if self.follower_allowed is not None:
+            return self.follower_allowed
+        decided = self._decided.get(name)
+        if decided is None:
+            decided = self._decided[name] = self.ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
+        return decided
+
+
+def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool,
+                     readable: _Readable) -> tuple[list[dict[str, Any]], int]:
     store = ctx.broker.store
     by_id = ctx.api_version >= 13
     budget = max(0, int(request.max_bytes))
@@ -84,8 +109,12 @@ def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool) ->
         ident = {"topic_id": topic.topic_id} if by_id else {"topic": topic.topic}
         unknown = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
         partitions = []
+        denied = (not readable(topic.topic)) if not by_id else (info is not None and not readable(info.name))
         for p in topic.partitions:
             index = int(p.partition)
+            if denied:
+                partitions.append(_error_partition(index, ErrorCode.topic_authorization_failed))
+                continue
             if info is None or not store.has_partition(info.topic_id, index):
                 partitions.append(_error_partition(index, unknown if info is None else ErrorCode.unknown_topic_or_partition))
                 continue
@@ -123,10 +152,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait_s = max(0.0, request.max_wait.total_seconds())
     deadline = loop.time() + max_wait_s
     signal = _signal(ctx.broker.store)
+    readable = _Readable(ctx, request)
     while True:
         appended = signal.arm()
         try:
-            responses, total = _read_partitions(ctx, request, read_committed)
+            responses, total = _read_partitions(ctx, request, read_committed, readable)
             remaining = deadline - loop.time()
             failed = any(part["error_code"] for topic in responses for part in topic["partitions"])
             if total >= int(request.min_bytes) or failed or remaining <= 0:
@@ -134,7 +164,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 await asyncio.wait_for(appended, remaining)
             except asyncio.TimeoutError:
-                responses, total = _read_partitions(ctx, request, read_committed)
+                responses, total = _read_partitions(ctx, request, read_committed, readable)
                 break
         finally:
             signal.disarm(appended)

@@ -4,6 +4,11 @@ Key types (Kafka's `CoordinatorType`): 0 GROUP (the key is a group id, non-empty
 supported here: COORDINATOR_NOT_AVAILABLE, so a transactional producer fails clearly instead of waiting),
 2 SHARE (the key is `groupId:topicId:partition`, v6+; a malformed key is INVALID_REQUEST). Any other key
 type is INVALID_REQUEST. Versions 0-3 carry one key; v4+ carry a batch and answer one entry per key.
+
+Authorization per key, before the key is validated (Kafka's order): GROUP needs DESCRIBE on the group
+(GROUP_AUTHORIZATION_FAILED), TRANSACTION DESCRIBE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), SHARE CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED:
+only brokers look share coordinators up).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 FIRST_SHARE_VERSION = 6
@@ -50,16 +56,22 @@ def _kafka_uuid(text: str) -> uuid.UUID:
 def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
     """(error code, message) for one key."""
     if key_type == GROUP:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return ErrorCode.group_authorization_failed, "Group authorization failed."
         if not key:
             return ErrorCode.invalid_request, "the group id must not be empty"
         return ErrorCode.none, None
     if key_type == SHARE:
         if ctx.api_version < FIRST_SHARE_VERSION:
             return ErrorCode.unsupported_version, "SHARE coordinator keys need FindCoordinator v6"
+        if not ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
         if not _share_key_valid(key):
             return ErrorCode.invalid_request, f"invalid share coordinator key {key!r}: expected groupId:topicId:partition"
         return ErrorCode.none, None
     if key_type == TRANSACTION:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.transactional_id_authorization_failed, "Transactional Id authorization failed."
         return ErrorCode.coordinator_not_available, "transactions are not supported by sharegroup serve"
     return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
 

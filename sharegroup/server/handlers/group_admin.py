@@ -17,6 +17,18 @@ the persister; this module only maps topic names to ids and the coordinator's an
   top-level error code, per-topic or per-partition ones (UNKNOWN_TOPIC_OR_PARTITION) in the responses.
 
 Without share services every group answers COORDINATOR_NOT_AVAILABLE.
+
+Authorization (Kafka's checks and order; group checks come before the coordinator is asked, so whether
+an unauthorized group or topic exists is never revealed):
+- ListGroups: DESCRIBE on the cluster lists every group; otherwise only the groups with DESCRIBE on the
+  group are listed (never an error);
+- DeleteGroups: DELETE on each group, else GROUP_AUTHORIZATION_FAILED for that group;
+- DescribeShareGroupOffsets: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for the group), then
+  DESCRIBE on each topic: a named one answers TOPIC_AUTHORIZATION_FAILED per partition with topic id zero
+  and start offset -1; with `topics` null such topics are left out;
+- AlterShareGroupOffsets: READ on the group (top level), then READ on each topic (per partition), then
+  existence (UNKNOWN_TOPIC_OR_PARTITION);
+- DeleteShareGroupOffsets: DELETE on the group (top level), then READ on each topic (per topic).
 """
 
 from __future__ import annotations
@@ -28,10 +40,14 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import Errors, ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
 
 SHARE_TYPE = "share"
 NOT_AVAILABLE = int(Errors.COORDINATOR_NOT_AVAILABLE)
+GROUP_DENIED, TOPIC_DENIED = int(Errors.GROUP_AUTHORIZATION_FAILED), int(Errors.TOPIC_AUTHORIZATION_FAILED)
+GROUP_DENIED_MESSAGE, TOPIC_DENIED_MESSAGE = "Group authorization failed.", "Topic authorization failed."
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 
 
 def _share(ctx: RequestContext) -> Any:
@@ -52,8 +68,11 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups = []
+    every_group = ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     if not types or SHARE_TYPE in types:
         for group_id in share.coordinator.group_ids:
+            if not every_group and not ctx.authorized(AclOperation.DESCRIBE, GROUP, group_id):
+                continue
             try:
                 state = str(share.coordinator.describe_group(group_id).state)
             except ShareError:  # deleted between listing and describing
@@ -77,7 +96,9 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     results = []
     for group_id in request.groups_names:
         code = NOT_AVAILABLE
-        if share is not None:
+        if share is not None and not ctx.authorized(AclOperation.DELETE, GROUP, group_id):
+            code = GROUP_DENIED
+        elif share is not None:
             try:
                 await share.coordinator.delete_group(group_id)
                 code = ErrorCode.none
@@ -97,13 +118,16 @@ def delete_groups_error(ctx: RequestContext, request: Any, code: int) -> Any:
 # -- DescribeShareGroupOffsets ------------------------------------------------------------------------
 
 
-def _offset_partition(partition: int, start_offset: int, lag: int, code: int) -> dict[str, Any]:
+def _offset_partition(partition: int, start_offset: int, lag: int, code: int,
+                      message: str | None = None) -> dict[str, Any]:
     return {"partition_index": partition, "start_offset": start_offset, "leader_epoch": 0 if code == 0 else -1,
-            "lag": lag, "error_code": code, "error_message": None}
+            "lag": lag, "error_code": code, "error_message": message}
 
 
 async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str, Any]:
     group_id = group.group_id
+    if not ctx.authorized(AclOperation.DESCRIBE, GROUP, group_id):
+        return {"group_id": group_id, "topics": [], "error_code": GROUP_DENIED, "error_message": GROUP_DENIED_MESSAGE}
     try:
         offsets = await share.coordinator.describe_offsets(group_id)
     except ShareError as exc:
@@ -112,10 +136,17 @@ async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str
     if group.topics is None:  # every topic the group holds state for
         for topic_id, partitions in sorted(offsets.items()):
             info = ctx.broker.store.topic_by_id(topic_id)
+            if info is not None and not ctx.authorized(AclOperation.DESCRIBE, TOPIC, info.name):
+                continue  # left out, as Kafka does for the topics a principal may not describe
             topics.append({"topic_name": "" if info is None else info.name, "topic_id": topic_id, "partitions": [
                 _offset_partition(p, o.start_offset, o.lag, int(o.error)) for p, o in sorted(partitions.items())]})
     else:
+        denied = []
         for wanted in group.topics:
+            if not ctx.authorized(AclOperation.DESCRIBE, TOPIC, wanted.topic_name):
+                denied.append({"topic_name": wanted.topic_name, "topic_id": ZERO_UUID, "partitions": [
+                    _offset_partition(p, -1, -1, TOPIC_DENIED, TOPIC_DENIED_MESSAGE) for p in wanted.partitions]})
+                continue
             info = _topic(ctx, wanted.topic_name)
             if info is None:
                 topics.append({"topic_name": wanted.topic_name, "topic_id": ZERO_UUID, "partitions": [
@@ -128,6 +159,7 @@ async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str
                 parts.append(_offset_partition(p, -1, -1, 0) if o is None
                              else _offset_partition(p, o.start_offset, o.lag, int(o.error)))
             topics.append({"topic_name": info.name, "topic_id": info.topic_id, "partitions": parts})
+        topics += denied  # after the authorized ones, as Kafka appends them
     return {"group_id": group_id, "topics": topics, "error_code": ErrorCode.none, "error_message": None}
 
 
@@ -150,12 +182,18 @@ async def alter_offsets(ctx: RequestContext, request: Any) -> Any:
     share = _share(ctx)
     if share is None:
         return alter_offsets_error(ctx, request, NOT_AVAILABLE)
+    if not ctx.authorized(AclOperation.READ, GROUP, request.group_id):
+        return alter_offsets_error(ctx, request, GROUP_DENIED, GROUP_DENIED_MESSAGE)
     wanted: dict[uuid.UUID, dict[int, int]] = {}
     unknown: dict[str, list[int]] = {}
+    refused: dict[str, list[int]] = {}
     names: dict[uuid.UUID, str] = {}
     for topic in request.topics:
-        info = _topic(ctx, topic.topic_name)
         partitions = {int(p.partition_index): int(p.start_offset) for p in topic.partitions}
+        if not ctx.authorized(AclOperation.READ, TOPIC, topic.topic_name):
+            refused.setdefault(topic.topic_name, []).extend(partitions)
+            continue
+        info = _topic(ctx, topic.topic_name)
         if info is None:
             unknown.setdefault(topic.topic_name, []).extend(partitions)
             continue
@@ -173,6 +211,9 @@ async def alter_offsets(ctx: RequestContext, request: Any) -> Any:
     responses += [{"topic_name": name, "topic_id": ZERO_UUID, "partitions": [
         {"partition_index": p, "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION), "error_message": None}
         for p in parts]} for name, parts in unknown.items()]
+    responses += [{"topic_name": name, "topic_id": ZERO_UUID, "partitions": [
+        {"partition_index": p, "error_code": TOPIC_DENIED, "error_message": TOPIC_DENIED_MESSAGE}
+        for p in parts]} for name, parts in refused.items()]
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
                          "responses": responses})
 
@@ -191,7 +232,15 @@ async def delete_offsets(ctx: RequestContext, request: Any) -> Any:
     share = _share(ctx)
     if share is None:
         return delete_offsets_error(ctx, request, NOT_AVAILABLE)
-    known = [(t.topic_name, _topic(ctx, t.topic_name)) for t in request.topics]
+    if not ctx.authorized(AclOperation.DELETE, GROUP, request.group_id):
+        return delete_offsets_error(ctx, request, GROUP_DENIED, GROUP_DENIED_MESSAGE)
+    readable = {t.topic_name: ctx.authorized(AclOperation.READ, TOPIC, t.topic_name) for t in request.topics}
+    refused = [{"topic_name": name, "topic_id": ZERO_UUID, "error_code": TOPIC_DENIED,
+                "error_message": TOPIC_DENIED_MESSAGE} for name, ok in readable.items() if not ok]
+    if refused and not any(readable.values()):  # nothing left to ask the coordinator (Kafka answers at once)
+        return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+                             "responses": refused})
+    known = [(t.topic_name, _topic(ctx, t.topic_name)) for t in request.topics if readable[t.topic_name]]
     ids = [info.topic_id for _, info in known if info is not None]
     try:
         results = await share.coordinator.delete_offsets(request.group_id, ids)
@@ -206,7 +255,7 @@ async def delete_offsets(ctx: RequestContext, request: Any) -> Any:
             responses.append({"topic_name": name, "topic_id": info.topic_id,
                               "error_code": int(results.get(info.topic_id, Errors.NONE)), "error_message": None})
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-                         "responses": responses})
+                         "responses": responses + refused})
 
 
 def delete_offsets_error(ctx: RequestContext, request: Any, code: int, message: str | None = None) -> Any:

@@ -4,6 +4,10 @@ The store owns producer state (ids are durable with the topic data, so a restart
 out an id twice). Transactions are not supported: a request with a transactional id gets
 COORDINATOR_NOT_AVAILABLE (Kafka's answer while no transaction coordinator is available), after the
 timeout check Kafka does first (outside `[1, transaction.max.timeout.ms]`: INVALID_TRANSACTION_TIMEOUT).
+
+Authorization comes before both (Kafka's order): a transactional id needs WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on the cluster or
+WRITE on at least one topic (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -15,9 +19,16 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None:
+        if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return error_response(ctx, request, ErrorCode.transactional_id_authorization_failed)
+    elif not (ctx.authorized(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+              or ctx.authorized_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
+        return error_response(ctx, request, ErrorCode.cluster_authorization_failed)
     if request.transactional_id is not None:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
         if not 0 < timeout_ms <= ctx.broker.config["transaction.max.timeout.ms"]:

@@ -9,8 +9,9 @@ Per partition, by Kafka's special timestamps:
 - a timestamp >= 0: the first offset whose batch timestamp is at or after it, with that batch's max
   timestamp; offset -1 (and timestamp -1) when no record is that recent.
 Special timestamps answer timestamp -1, as Kafka does. Leader epoch is 0 (one node, never re-elected).
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION; a special timestamp the version does not know is
-UNSUPPORTED_VERSION.
+Errors per partition: TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic (checked first, so
+existence is not revealed); UNKNOWN_TOPIC_OR_PARTITION; a special timestamp the version does not know
+is UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import AclOperation, ResourceType
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
@@ -81,11 +83,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     read_committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
     store = ctx.broker.store
     topics = []
+    allowed = {name: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+               for name in {t.name for t in request.topics}}
     for topic in request.topics:
         info = store.topic_by_name(topic.name)
         partitions = []
         for p in topic.partitions:
             index, timestamp = int(p.partition_index), int(p.timestamp)
+            if not allowed[topic.name]:
+                partitions.append(_partition(index, ErrorCode.topic_authorization_failed))
+                continue
             if info is None or not store.has_partition(info.topic_id, index):
                 partitions.append(_partition(index, ErrorCode.unknown_topic_or_partition))
                 continue

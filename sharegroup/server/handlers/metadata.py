@@ -7,6 +7,13 @@
   the request allows it (always below v4) and `auto.create.topics.enable` is on, else
   UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION. Below v12 a null name is
   INVALID_REQUEST, as Kafka answers.
+
+Authorization (Kafka's order): DESCRIBE on each topic first, so existence is never revealed to whom may
+not describe it. A topic asked by name without DESCRIBE answers TOPIC_AUTHORIZATION_FAILED with its
+name and topic id zero, whether or not it exists; by id, with name null and the id (ids are not
+secret; an unknown id is UNKNOWN_TOPIC_ID); an all-topics request silently omits such topics. A
+missing topic is auto-created only with CREATE on the cluster or on that topic name, else
+TOPIC_AUTHORIZATION_FAILED. `*_authorized_operations` report what the principal may do.
 """
 
 from __future__ import annotations
@@ -18,14 +25,12 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
 from ..topic_admin import TopicInfo
 
-# Kafka's AclOperation codes allowed on a topic: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
-# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11 (no ACLs here, so every operation is authorized).
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))  # + CLUSTER_ACTION 9, IDEMPOTENT_WRITE 12
-NO_OPERATIONS = -(2**31)
+NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
+DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceType.TOPIC
 
 
 def _topic(ctx: RequestContext, info: TopicInfo, include_ops: bool) -> dict[str, Any]:
@@ -47,7 +52,7 @@ def _topic(ctx: RequestContext, info: TopicInfo, include_ops: bool) -> dict[str,
             }
             for p in range(info.num_partitions)
         ],
-        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+        "topic_authorized_operations": ctx.authorized_operations(TOPIC, info.name) if include_ops else NO_OPERATIONS,
     }
 
 
@@ -65,7 +70,8 @@ def _envelope(ctx: RequestContext, request: Any, topics: list[dict[str, Any]]) -
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster_ops else NO_OPERATIONS,
+        "cluster_authorized_operations": (ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                                          if include_cluster_ops else NO_OPERATIONS),
         "error_code": ErrorCode.none,
     })
 
@@ -76,7 +82,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     wanted = request.topics
     if wanted is None or (version == 0 and not wanted):
-        return _envelope(ctx, request, [_topic(ctx, t, include_ops) for t in admin.all()])
+        return _envelope(ctx, request, [_topic(ctx, t, include_ops) for t in admin.all()
+                                        if ctx.authorized(DESCRIBE, TOPIC, t.name)])
     if version < 12 and any(t.name is None for t in wanted):
         return error_response(ctx, request, ErrorCode.invalid_request)
     allow_create = bool(getattr(request, "allow_auto_topic_creation", True))
@@ -91,10 +98,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         seen.add(key)
         if name is None:
             info = admin.by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
-            out.append(_topic(ctx, info, include_ops) if info else _error_topic(None, topic_id, ErrorCode.unknown_topic_id))
+            if info is None:
+                out.append(_error_topic(None, topic_id, ErrorCode.unknown_topic_id))
+            elif not ctx.authorized(DESCRIBE, TOPIC, info.name):
+                out.append(_error_topic(None, topic_id, ErrorCode.topic_authorization_failed))
+            else:
+                out.append(_topic(ctx, info, include_ops))
+            continue
+        if not ctx.authorized(DESCRIBE, TOPIC, name):
+            out.append(_error_topic(name, None, ErrorCode.topic_authorization_failed))
+            continue
+        info = admin.by_name(name)
+        if info is None and allow_create and ctx.broker.config["auto.create.topics.enable"] and not (
+                ctx.authorized(CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or ctx.authorized(CREATE, TOPIC, name)):
+            out.append(_error_topic(name, None, ErrorCode.topic_authorization_failed))
             continue
         try:
-            info = await admin.get_or_create(name) if allow_create else admin.by_name(name)
+            info = info or (await admin.get_or_create(name) if allow_create else None)
         except ShareError as exc:
             out.append(_error_topic(name, None, int(exc.error)))
             continue

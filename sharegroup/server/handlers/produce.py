@@ -7,6 +7,11 @@ Per partition (Kafka's rules):
 - the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
   `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
   `ShareError` becomes that partition's error, and nothing of it is appended.
+Authorization (Kafka's order): batches marked transactional need WRITE on the request's transactional id
+(none given: the same refusal), else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then
+WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
+UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUIRED_ACKS). A produce auto-creates a missing topic only with
+CREATE on the cluster or on that topic.
 With acks=0 no response is sent. Partitions are appended in request order, one request of a connection
 at a time (see `connection.py`), so one producer's batches reach each partition in the order it sent them.
 """
@@ -21,8 +26,32 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 
 VALID_ACKS = (0, 1, -1)
+_ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
+_TRANSACTIONAL_BIT = 0x10
+
+
+def _has_transactional_batches(records: bytes | None) -> bool:
+    """Whether any batch of a partition's records is marked transactional (walks the batch lengths)."""
+    if not records:
+        return False
+    view = memoryview(records)
+    position = 0
+    while position + _ATTRIBUTES_AT + 2 <= len(view):
+        if int.from_bytes(view[position + _ATTRIBUTES_AT:position + _ATTRIBUTES_AT + 2], "big") & _TRANSACTIONAL_BIT:
+            return True
+        batch_length = int.from_bytes(view[position + 8:position + 12], "big", signed=True)
+        if batch_length <= 0:
+            break
+        position += 12 + batch_length
+    return False
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    return (ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+            or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name))
 
 
 def _partition(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -58,15 +87,26 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
+    transactional_id = getattr(request, "transactional_id", None)
+    if any(_has_transactional_batches(p.records) for t in request.topic_data for p in t.partition_data) and (
+            transactional_id is None
+            or not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
+        return error_response(ctx, request, ErrorCode.transactional_id_authorization_failed)
+    allowed = {name: ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name)
+               for name in {t.name for t in request.topic_data}}
     responses = []
     for topic_data in request.topic_data:
         name = topic_data.name
         parts: list[dict[str, Any]] = []
-        if acks not in VALID_ACKS:
+        if not allowed[name]:
+            parts = [_partition(p.index, ErrorCode.topic_authorization_failed) for p in topic_data.partition_data]
+        elif acks not in VALID_ACKS:
             parts = [_partition(p.index, ErrorCode.invalid_required_acks) for p in topic_data.partition_data]
         else:
             try:
-                topic = ctx.broker.topics.by_name(name) or await ctx.broker.topics.get_or_create(name)
+                topic = ctx.broker.topics.by_name(name)
+                if topic is None and _may_create(ctx, name):
+                    topic = await ctx.broker.topics.get_or_create(name)
             except ShareError as exc:
                 topic, error = None, (int(exc.error), exc.message)
             else:

@@ -14,6 +14,13 @@ A request is decoded by kio into the manager's plain request (`share_messages`),
 - `CurrentLeader` is -1/-1 except with NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH, and
   `NodeEndpoints` is empty: this single node leads every partition.
 
+Authorization (Kafka's order): READ on the group first, before the share session is touched (top-level
+GROUP_AUTHORIZATION_FAILED, whatever the topics and whether or not the group exists); then the session
+step (its errors); then READ on each topic of the request and of the session, once per topic: a refused
+topic's partitions answer TOPIC_AUTHORIZATION_FAILED, for fetching and for acknowledgements alike (before
+any existence check), and nothing of them is acquired or acknowledged. Unknown topic ids stay
+UNKNOWN_TOPIC_ID (ids are not secret). See `SharePartitionManager` for where the topic check sits.
+
 A ShareFetch at epoch 0 ties the share session to this connection: when the connection closes, the
 session closes and its member's acquired records are released (see `share_services.py`). Without
 share services every request gets UNSUPPORTED_VERSION, Kafka's answer when share groups are disabled.
@@ -41,6 +48,7 @@ from ...share_messages import (
 )
 from ...types import AcknowledgementBatch
 from ..api import ApiHandler, RequestContext
+from ..authorization import AclOperation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
 _NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
@@ -144,12 +152,29 @@ def encode_acknowledge(ctx: RequestContext, response: ShareAcknowledgeResponse) 
     })
 
 
+def _group_readable(ctx: RequestContext, request: Any) -> bool:
+    return ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id or "")
+
+
+def _topic_readable(ctx: RequestContext) -> Any:
+    """READ on a topic by id, for the manager; unknown ids pass (the manager answers UNKNOWN_TOPIC_ID)."""
+    store = ctx.broker.store
+
+    def readable(topic_id: uuid.UUID) -> bool:
+        topic = store.topic_by_id(topic_id)
+        return topic is None or ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic.name)
+
+    return readable
+
+
 async def share_fetch(ctx: RequestContext, request: Any) -> Any:
     share = ctx.broker.services.get("share")
     if share is None:
         return fetch_error(ctx, request, ErrorCode.unsupported_version)
+    if not _group_readable(ctx, request):
+        return fetch_error(ctx, request, ErrorCode.group_authorization_failed)
     fetch = to_fetch_request(request)
-    response = await share.manager.share_fetch(fetch)
+    response = await share.manager.share_fetch(fetch, _topic_readable(ctx))
     if fetch.share_session_epoch == INITIAL_EPOCH and response.error_code is Errors.NONE:
         share.session_opened(ctx.peer, fetch.group_id, fetch.member_id)
     return encode_fetch(ctx, response)
@@ -159,7 +184,9 @@ async def share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     share = ctx.broker.services.get("share")
     if share is None:
         return acknowledge_error(ctx, request, ErrorCode.unsupported_version)
-    response = await share.manager.share_acknowledge(to_acknowledge_request(request))
+    if not _group_readable(ctx, request):
+        return acknowledge_error(ctx, request, ErrorCode.group_authorization_failed)
+    response = await share.manager.share_acknowledge(to_acknowledge_request(request), _topic_readable(ctx))
     return encode_acknowledge(ctx, response)
 
 

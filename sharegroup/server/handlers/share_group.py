@@ -6,6 +6,13 @@ not changed. A refusal is a top-level error with no member id, member epoch 0 an
 Kafka answers: UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH make the client rejoin with the same id,
 INVALID_REQUEST and GROUP_MAX_SIZE_REACHED are fatal to it. Without share services (an embedding that
 did not start them) every request gets COORDINATOR_NOT_AVAILABLE.
+
+Authorization (Kafka's order, before the coordinator is asked, so a group's existence is never revealed):
+- heartbeat: READ on the group (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every subscribed topic
+  (TOPIC_AUTHORIZATION_FAILED if any one is not describable);
+- describe: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group), then DESCRIBE on every
+  topic assigned to its members, else TOPIC_AUTHORIZATION_FAILED for that group, without members.
+  `authorized_operations` is reported when asked for.
 """
 
 from __future__ import annotations
@@ -16,6 +23,10 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import AclOperation, ResourceType
+
+NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
+UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def _services(ctx: RequestContext) -> Any:
@@ -26,7 +37,11 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
     share = _services(ctx)
     if share is None:
         return heartbeat_error(ctx, request, ErrorCode.coordinator_not_available, "share groups are not enabled")
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return heartbeat_error(ctx, request, ErrorCode.group_authorization_failed, "Group authorization failed.")
     names = request.subscribed_topic_names
+    if names and not all(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in set(names)):
+        return heartbeat_error(ctx, request, ErrorCode.topic_authorization_failed, "Topic authorization failed.")
     try:
         result = await share.coordinator.share_group_heartbeat(
             request.group_id, request.member_id, int(request.member_epoch),
@@ -58,16 +73,25 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         if share is None:
             groups.append(_described_error(group_id, ErrorCode.coordinator_not_available))
             continue
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(_described_error(group_id, ErrorCode.group_authorization_failed))
+            continue
         try:
             description = share.coordinator.describe_group(group_id)
         except ShareError as exc:
             groups.append(_described_error(group_id, int(exc.error), exc.message or None))
             continue
+        assigned = {_topic_name(ctx, t) for m in description.members for t in m.assignment}
+        if not all(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in assigned if name):
+            groups.append(_described_error(group_id, ErrorCode.topic_authorization_failed, UNDESCRIBABLE_TOPICS))
+            continue
+        include_ops = bool(getattr(request, "include_authorized_operations", False))
         groups.append({
             "error_code": ErrorCode.none, "group_id": description.group_id,
             "group_state": description.state.value if hasattr(description.state, "value") else str(description.state),
             "group_epoch": description.group_epoch, "assignment_epoch": description.assignment_epoch,
-            "assignor_name": "simple", "authorized_operations": -2147483648,
+            "assignor_name": "simple",
+            "authorized_operations": ctx.authorized_operations(ResourceType.GROUP, group_id) if include_ops else NO_OPERATIONS,
             "members": [{
                 "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
                 "client_id": m.client_id, "client_host": m.client_host,
@@ -79,15 +103,19 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
     return ctx.response({"throttle_time": 0, "groups": groups})
 
 
-def _topic_partitions(ctx: RequestContext, topic_id: Any, partitions: list[int]) -> dict[str, Any]:
+def _topic_name(ctx: RequestContext, topic_id: Any) -> str:
     topic = ctx.broker.store.topic_by_id(topic_id)
-    return {"topic_id": topic_id, "topic_name": "" if topic is None else topic.name, "partitions": list(partitions)}
+    return "" if topic is None else topic.name
+
+
+def _topic_partitions(ctx: RequestContext, topic_id: Any, partitions: list[int]) -> dict[str, Any]:
+    return {"topic_id": topic_id, "topic_name": _topic_name(ctx, topic_id), "partitions": list(partitions)}
 
 
 def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
             "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
-            "authorized_operations": -2147483648}
+            "authorized_operations": NO_OPERATIONS}
 
 
 def describe_error(ctx: RequestContext, request: Any, code: int) -> Any:

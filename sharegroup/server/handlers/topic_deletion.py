@@ -8,6 +8,12 @@
   the new log start into the loaded share-partitions of that partition (their start offset moves up,
   records below it are archived). Per partition: the new low watermark, or UNKNOWN_TOPIC_OR_PARTITION /
   OFFSET_OUT_OF_RANGE (beyond the high watermark) with low watermark -1.
+
+Authorization (Kafka's order; TOPIC_AUTHORIZATION_FAILED per topic or partition):
+- DeleteTopics by name: DESCRIBE on the topic before existence (topic id zero in the answer), then DELETE;
+  by id: an unknown id is UNKNOWN_TOPIC_ID, a topic the principal may not describe answers with name
+  null, then DELETE;
+- DeleteRecords: DELETE on the topic, before existence.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import Errors, ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import AclOperation, ResourceType
 from ..codec import ZERO_UUID
 
 log = logging.getLogger("sharegroup.server")
@@ -39,10 +46,17 @@ async def _delete_one(ctx: RequestContext, name: str | None, topic_id: Any) -> d
     store = ctx.broker.store
     if (name is None) == (topic_id is None):
         return _topic_result(name, topic_id, ErrorCode.invalid_request, "give a topic name or a topic id")
+    if name is not None and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _topic_result(name, None, ErrorCode.topic_authorization_failed, "Topic authorization failed.")
     info = store.topic_by_name(name) if name is not None else store.topic_by_id(topic_id)
     if info is None:
         code = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
         return _topic_result(name, topic_id, code, "This server does not host this topic.")
+    if name is None and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+        return _topic_result(None, topic_id, ErrorCode.topic_authorization_failed, "Topic authorization failed.")
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, info.name):
+        return _topic_result(info.name, info.topic_id, ErrorCode.topic_authorization_failed,
+                             "Topic authorization failed.")
     try:
         await store.delete_topic(info.name)
     except ShareError as exc:
@@ -82,6 +96,11 @@ async def _delete_records_one(ctx: RequestContext, info: Any, partition: int, of
 async def delete_records(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
+        if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, topic.name):
+            partitions = [{"partition_index": p.partition_index, "low_watermark": -1,
+                           "error_code": ErrorCode.topic_authorization_failed} for p in topic.partitions]
+            topics.append({"name": topic.name, "partitions": partitions})
+            continue
         info = ctx.broker.store.topic_by_name(topic.name)
         partitions = [await _delete_records_one(ctx, info, int(p.partition_index), int(p.offset))
                       for p in topic.partitions]

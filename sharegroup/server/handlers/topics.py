@@ -4,6 +4,11 @@ Each topic is checked on its own (`TopicAdmin.create`): a legal name, not existi
 or -1 (`num.partitions`), replication factor 1 or -1, no manual assignment, known topic configs. A name
 listed twice in one request is INVALID_REQUEST for that name. `validate_only` checks without creating.
 v5+ results carry the partition count, replication factor and the topic's configs; v7 the topic id.
+
+Authorization (Kafka's): CREATE on the cluster allows every name; otherwise CREATE on each topic name,
+else TOPIC_AUTHORIZATION_FAILED "Authorization failed." (names listed twice are INVALID_REQUEST first).
+The created topic's configs are returned only with DESCRIBE_CONFIGS on it; without, the result carries
+`topic_config_error_code` TOPIC_AUTHORIZATION_FAILED and no configs.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
+from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
 
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka's ConfigSource of a config set on the topic
@@ -42,12 +48,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     admin = ctx.broker.topics
     results = []
     done: set[str] = set()
+    any_name = ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     for topic in request.topics:
         if counts[topic.name] > 1:
             if topic.name not in done:
                 done.add(topic.name)
                 results.append(_result(topic.name, ErrorCode.invalid_request,
                                        f"Create topics request contains multiple entries for the topic {topic.name}"))
+            continue
+        if not any_name and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+            results.append(_result(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
             continue
         configs = {c.name: c.value for c in topic.configs}
         try:
@@ -58,7 +68,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         except ShareError as exc:
             results.append(_result(topic.name, int(exc.error), exc.message or None))
             continue
-        results.append(_result(topic.name, ErrorCode.none, None, info.topic_id, info.num_partitions, 1, dict(info.configs)))
+        if ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
+            results.append(_result(topic.name, ErrorCode.none, None, info.topic_id, info.num_partitions, 1,
+                                   dict(info.configs)))
+        else:
+            results.append({**_result(topic.name, ErrorCode.none, None, info.topic_id, info.num_partitions, 1),
+                            "topic_config_error_code": ErrorCode.topic_authorization_failed})
     return ctx.response({"throttle_time": 0, "topics": results})
 
 
