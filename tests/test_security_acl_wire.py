@@ -250,6 +250,7 @@ def test_share_fetch_checks_the_group_before_the_session_and_the_topic_per_parti
     # a topic without READ: its partitions answer TOPIC_AUTHORIZATION_FAILED and nothing is acquired
     denied = share_fetch(client, other_id, epoch=1)
     assert parts(denied) == [(0, TOPIC_DENIED, NONE)]
+    assert broker.share.manager.share_partition("sg", other_id, 0) is None  # never even loaded
     # a piggy-backed acknowledgement on a refused topic is refused (29 before any existence check)
     ack = {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}
     refused = share_fetch(client, other_id, epoch=2, acks=[ack])
