@@ -238,7 +238,9 @@ def test_share_fetch_checks_the_group_before_the_session_and_the_topic_per_parti
     topic_id = topic(broker, "sf", records=3)
     other_id = topic(broker, "sf-other", records=1)
     # group first: even an epoch that names no session gets GROUP_AUTHORIZATION_FAILED
-    assert share_fetch(client, topic_id, epoch=7).error_code == GROUP_DENIED
+    refused = share_fetch(client, topic_id, epoch=7)
+    assert (refused.error_code, refused.error_message, refused.responses) == (
+        GROUP_DENIED, "Group authorization failed.", ())
     assert share_ack(client, topic_id, 7, []).error_code == GROUP_DENIED
     grant(broker, RT.GROUP, "sg", Op.READ)
     assert share_fetch(client, topic_id, epoch=7).error_code == 122  # SHARE_SESSION_NOT_FOUND: session step next

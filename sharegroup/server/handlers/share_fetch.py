@@ -51,6 +51,7 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
+GROUP_DENIED_MESSAGE = "Group authorization failed."  # Kafka's default message of the error
 _NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
 
 
@@ -172,7 +173,7 @@ async def share_fetch(ctx: RequestContext, request: Any) -> Any:
     if share is None:
         return fetch_error(ctx, request, ErrorCode.unsupported_version)
     if not _group_readable(ctx, request):
-        return fetch_error(ctx, request, ErrorCode.group_authorization_failed)
+        return fetch_error(ctx, request, ErrorCode.group_authorization_failed, GROUP_DENIED_MESSAGE)
     fetch = to_fetch_request(request)
     response = await share.manager.share_fetch(fetch, _topic_readable(ctx))
     if fetch.share_session_epoch == INITIAL_EPOCH and response.error_code is Errors.NONE:
@@ -185,17 +186,17 @@ async def share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     if share is None:
         return acknowledge_error(ctx, request, ErrorCode.unsupported_version)
     if not _group_readable(ctx, request):
-        return acknowledge_error(ctx, request, ErrorCode.group_authorization_failed)
+        return acknowledge_error(ctx, request, ErrorCode.group_authorization_failed, GROUP_DENIED_MESSAGE)
     response = await share.manager.share_acknowledge(to_acknowledge_request(request), _topic_readable(ctx))
     return encode_acknowledge(ctx, response)
 
 
-def fetch_error(ctx: RequestContext, request: Any, code: int) -> Any:
-    return encode_fetch(ctx, ShareFetchResponse(error_code=Errors(code)))
+def fetch_error(ctx: RequestContext, request: Any, code: int, message: str | None = None) -> Any:
+    return encode_fetch(ctx, ShareFetchResponse(error_code=Errors(code), error_message=message))
 
 
-def acknowledge_error(ctx: RequestContext, request: Any, code: int) -> Any:
-    return encode_acknowledge(ctx, ShareAcknowledgeResponse(error_code=Errors(code)))
+def acknowledge_error(ctx: RequestContext, request: Any, code: int, message: str | None = None) -> Any:
+    return encode_acknowledge(ctx, ShareAcknowledgeResponse(error_code=Errors(code), error_message=message))
 
 
 HANDLERS = (
