@@ -84,6 +84,15 @@ def test_metadata_never_reveals_whether_an_undescribable_topic_exists(broker, cl
     described = metadata(client, ["md-secret"]).topics[0]
     assert (described.error_code, described.topic_id, len(described.partitions)) == (NONE, existing, 1)
     assert described.topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    cluster_ops = call(client, 3, 10, {"topics": [], "allow_auto_topic_creation": False,
+                                       "include_cluster_authorized_operations": True,
+                                       "include_topic_authorized_operations": False})
+    assert cluster_ops.cluster_authorized_operations == 0
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.ALTER)  # ALTER implies DESCRIBE
+    assert call(client, 3, 10, {"topics": [], "allow_auto_topic_creation": False,
+                                "include_cluster_authorized_operations": True,
+                                "include_topic_authorized_operations": False}).cluster_authorized_operations == (
+        (1 << Op.ALTER) | (1 << Op.DESCRIBE))
     assert "md-secret" in [t.name for t in metadata(client, None).topics]
 
 
@@ -444,6 +453,9 @@ def test_configs_check_each_resource_by_its_type(broker, client):
     assert describe() == [(TOPIC_DENIED, "Topic authorization failed.", 0),
                           (CLUSTER_DENIED, "Cluster authorization failed.", 0),
                           (GROUP_DENIED, "Group authorization failed.", 0)]
+    logger = call(client, 32, 4, {"include_synonyms": False, "include_documentation": False, "resources": [
+        {"resource_type": 8, "resource_name": "1", "configuration_keys": None}]}).results[0]
+    assert logger.error_code == CLUSTER_DENIED  # BROKER_LOGGER is authorized on the cluster before anything else
     assert alter() == [TOPIC_DENIED, GROUP_DENIED]
     grant(broker, RT.TOPIC, "cf", Op.ALTER_CONFIGS)
     grant(broker, RT.GROUP, "cf-g", Op.DESCRIBE_CONFIGS)

@@ -33,6 +33,7 @@ from ..broker_config import CONFIG_DEFS
 from ..group_configs import DELETE, SET
 
 TOPIC, BROKER, GROUP = 2, 4, 32
+BROKER_LOGGER, CLIENT_METRICS = 8, 16  # not served here, but authorized as Kafka does (on the cluster)
 # Kafka's ConfigSource values
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 # Kafka's ConfigType values
@@ -110,6 +111,8 @@ _ACL_RESOURCE = {
     TOPIC: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed, "Topic authorization failed."),
     BROKER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
     GROUP: (ResourceType.GROUP, ErrorCode.group_authorization_failed, "Group authorization failed."),
+    BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+    CLIENT_METRICS: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
 }
 
 
@@ -232,13 +235,13 @@ async def incremental_alter(ctx: RequestContext, request: Any) -> Any:
             responses.append(_altered(resource, ErrorCode.invalid_request,
                                       f"Error due to duplicate resource {resource.resource_name}"))
             continue
-        if alterer is None:
-            responses.append(_altered(resource, ErrorCode.invalid_request,
-                                      f"Unsupported resource type {resource.resource_type}"))
-            continue
         refused = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
         if refused is not None:
             responses.append(_altered(resource, *refused))
+            continue
+        if alterer is None:
+            responses.append(_altered(resource, ErrorCode.invalid_request,
+                                      f"Unsupported resource type {resource.resource_type}"))
             continue
         try:
             await alterer(ctx, resource.resource_name, _changes(resource), bool(request.validate_only))
