@@ -17,6 +17,8 @@ from . import (
     list_offsets,
     metadata,
     produce,
+    sasl,
+    scram_credentials,
     share_fetch,
     share_group,
     topic_deletion,
@@ -38,6 +40,8 @@ HANDLER_MODULES = (
     create_partitions,
     configs,
     list_offsets,
+    sasl,
+    scram_credentials,
 )
 
 
