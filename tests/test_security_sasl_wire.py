@@ -43,10 +43,11 @@ def client(broker):
     c.close()
 
 
-def test_a_request_before_the_handshake_closes_the_connection_without_an_answer(client):
+def test_a_request_before_the_handshake_closes_the_connection_without_an_answer(client, caplog):
     client.send_raw(client.frame(3, 12, req(3, 12, topics=[], allow_auto_topic_creation=False,
                                             include_topic_authorized_operations=False)))
     assert client.is_closed_by_peer()
+    assert "Unexpected Kafka request of type METADATA during SASL handshake." in caplog.text
 
 
 def test_after_api_versions_only_a_handshake_is_accepted(broker):
@@ -62,9 +63,10 @@ def test_after_api_versions_only_a_handshake_is_accepted(broker):
         c.close()
 
 
-def test_bytes_that_are_no_kafka_request_close_the_connection(client):
+def test_bytes_that_are_no_kafka_request_close_the_connection(client, caplog):
     client.send_raw(b"\x00\x00\x00\x05hello")
     assert client.is_closed_by_peer()
+    assert "Invalid request, potential reasons: kafka client configured with the wrong security protocol" in caplog.text
 
 
 def test_a_frame_above_sasl_server_max_receive_size_is_refused_before_login(client):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
+import ssl
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -258,8 +259,9 @@ def _authenticator(clock, delay_ms=250, reauth_ms=1000):
         return b"api"
 
     return SaslAuthenticator(mechanisms=["PLAIN"], new_server=lambda m: PlainServer({"carol": "pw"}, ScramCredentialStore(None)),
-                             ctx_for=lambda header: Ctx, handle_api=handle_api, failed_delay_ms=delay_ms,
-                             max_reauth_ms=reauth_ms, max_receive_size=524288, now_ms=clock)
+                             registry=Ctx.broker.registry, ctx_for=lambda header: Ctx, handle_api=handle_api,
+                             failed_delay_ms=delay_ms, max_reauth_ms=lambda mechanism: reauth_ms,
+                             max_receive_size=524288, now_ms=clock)
 
 
 def test_a_failed_login_is_answered_after_the_configured_delay_then_closed():
@@ -298,3 +300,80 @@ def test_salted_password_credential_matches_scramp():
     credential = credential_from_password("SCRAM-SHA-512", "pw", 4096, salt=b"0123456789abcdef")
     salted = hashlib.pbkdf2_hmac("sha512", b"pw", b"0123456789abcdef", 4096)
     assert credential_from_salted_password("SCRAM-SHA-512", b"0123456789abcdef", salted, 4096) == credential
+
+
+# -- listeners in a running broker -------------------------------------------------------------------
+
+
+def test_advertised_listeners_are_what_metadata_answers_and_port_0_means_the_bound_port(tmp_path):
+    b = BrokerThread(tmp_path, overrides={
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "advertised.listeners": "PLAINTEXT://broker.example.com:19092,INTERNAL://:0",
+    })
+    try:
+        answers = {}
+        for name in ("PLAINTEXT", "INTERNAL"):
+            client = RawClient(b.broker.bound[name][1])
+            md = client.request(3, 12, req(3, 12, topics=[], allow_auto_topic_creation=False,
+                                           include_topic_authorized_operations=False))
+            answers[name] = [(x.host, x.port) for x in md.brokers]
+            client.close()
+        assert answers == {"PLAINTEXT": [("broker.example.com", 19092)],
+                           "INTERNAL": [("127.0.0.1", b.broker.bound["INTERNAL"][1])]}
+    finally:
+        b.stop()
+
+
+def test_advertised_listeners_must_name_a_listener():
+    with pytest.raises(ValueError, match="listener OTHER is not in listeners"):
+        BrokerSecurity.from_config(ServeConfig.build({"advertised.listeners": "OTHER://h:1"}), None)
+
+
+# -- TLS configs -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pem(tmp_path_factory):
+    trustme = pytest.importorskip("trustme")
+    from cryptography.hazmat.primitives import serialization
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), password=None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"key-pw")).decode()
+    chain = "".join(blob.bytes().decode() for blob in cert.cert_chain_pems)
+    return {"chain": chain, "encrypted_key": encrypted, "ca": ca.cert_pem.bytes().decode()}
+
+
+def _tls(config: dict, listener: str = "SSL"):
+    from sharegroup.server.security.tls import server_context
+
+    return server_context(ServeConfig.build({"ssl.keystore.type": "PEM", **config}),
+                          Listener(listener, listener, "127.0.0.1", 0))
+
+
+def test_inline_pem_with_an_encrypted_key_and_lost_line_breaks(pem):
+    one_line = lambda text: " ".join(text.split())  # noqa: E731  (a properties continuation joins lines)
+    context = _tls({"ssl.keystore.certificate.chain": one_line(pem["chain"]),
+                    "ssl.keystore.key": one_line(pem["encrypted_key"]), "ssl.key.password": "key-pw",
+                    "ssl.truststore.type": "PEM", "ssl.truststore.certificates": pem["ca"],
+                    "ssl.client.auth": "required", "ssl.enabled.protocols": "TLSv1.3"})
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.minimum_version == context.maximum_version == ssl.TLSVersion.TLSv1_3
+    with pytest.raises(ValueError, match="cannot load the key store"):
+        _tls({"ssl.keystore.certificate.chain": pem["chain"], "ssl.keystore.key": pem["encrypted_key"],
+              "ssl.key.password": "wrong"})
+    with pytest.raises(ValueError, match="SSL trust store password cannot be specified for PEM format."):
+        _tls({"ssl.keystore.certificate.chain": pem["chain"], "ssl.keystore.key": pem["encrypted_key"],
+              "ssl.key.password": "key-pw", "ssl.truststore.type": "PEM", "ssl.truststore.certificates": pem["ca"],
+              "ssl.truststore.password": "x"})
+
+
+def test_on_sasl_ssl_only_the_listener_prefixed_client_auth_counts(pem):
+    base = {"ssl.keystore.certificate.chain": pem["chain"], "ssl.keystore.key": pem["encrypted_key"],
+            "ssl.key.password": "key-pw", "ssl.client.auth": "required"}
+    assert _tls(base, "SASL_SSL").verify_mode == ssl.CERT_NONE  # SASL authenticates there
+    assert _tls({**base, "listener.name.sasl_ssl.ssl.client.auth": "requested"}, "SASL_SSL").verify_mode == ssl.CERT_OPTIONAL
+    assert _tls(base, "SSL").verify_mode == ssl.CERT_REQUIRED

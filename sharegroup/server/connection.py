@@ -76,7 +76,7 @@ class Connection:
         security = getattr(broker, "security", None)
         if listener is not None and security is not None:
             self.principal = security.tls_principal(listener, writer.get_extra_info("ssl_object"))
-            self.sasl = security.authenticator(listener, self._context, self._handle)
+            self.sasl = security.authenticator(listener, broker.registry, self._context, self._handle)
 
     async def serve(self) -> None:
         reader_task = asyncio.create_task(self._read_frames(), name=f"read {self.peer}")

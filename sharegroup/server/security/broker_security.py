@@ -116,17 +116,21 @@ class BrokerSecurity:
 
         return new
 
-    def authenticator(self, listener: Listener, ctx_for: Any, handle_api: Any) -> SaslAuthenticator | None:
+    def authenticator(self, listener: Listener, registry: Any, ctx_for: Any, handle_api: Any) -> SaslAuthenticator | None:
         """The SASL gate of a new connection on `listener` (None on PLAINTEXT and SSL listeners)."""
         if not listener.uses_sasl:
             return None
-        reauth_ms = listener_value(self.config, listener.name, "connections.max.reauth.ms")
+
+        def max_reauth_ms(mechanism: str) -> int:  # listener- and mechanism-prefixed forms win
+            return int(listener_value(self.config, listener.name, "connections.max.reauth.ms", mechanism=mechanism))
+
         return SaslAuthenticator(
             mechanisms=self.mechanisms[listener.name],
             new_server=self.new_mechanism_server(listener),
+            registry=registry,
             ctx_for=ctx_for,
             handle_api=handle_api,
             failed_delay_ms=self.config["connection.failed.authentication.delay.ms"],
-            max_reauth_ms=int(reauth_ms),
+            max_reauth_ms=max_reauth_ms,
             max_receive_size=self.config["sasl.server.max.receive.size"],
         )

@@ -25,6 +25,7 @@ sees every frame, and it lets through only what Kafka lets through:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from enum import Enum
 from typing import Any, Awaitable, Callable
@@ -86,19 +87,21 @@ class SaslAuthenticator:
         *,
         mechanisms: list[str],
         new_server: Callable[[str], MechanismServer],
+        registry: Any,
         ctx_for: Callable[[Any], RequestContext],
         handle_api: HandleApi,
         failed_delay_ms: int,
-        max_reauth_ms: int,
+        max_reauth_ms: Callable[[str], int],
         max_receive_size: int,
         now_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000,
     ) -> None:
         self.mechanisms = list(mechanisms)
         self._new_server = new_server
+        self._registry = registry  # the broker's HandlerRegistry (what ApiVersions and error responses use)
         self._ctx_for = ctx_for  # a RequestContext for a decoded header (to build an API's error response)
         self._handle_api = handle_api  # the connection's normal path (ApiVersions before the handshake)
         self.failed_delay_s = failed_delay_ms / 1000
-        self.max_reauth_ms = max_reauth_ms
+        self._max_reauth_ms = max_reauth_ms  # connections.max.reauth.ms for a mechanism (0: no lifetime)
         self.max_receive_size = max_receive_size
         self._now_ms = now_ms
         self.state = SaslState.INITIAL_REQUEST
@@ -165,7 +168,7 @@ class SaslAuthenticator:
         if self.state in (SaslState.INITIAL_REQUEST, SaslState.HANDSHAKE_REQUEST):
             if key == API_VERSIONS_KEY and self.state is SaslState.INITIAL_REQUEST:
                 out = await self._handle_api(frame)
-                if self._ctx_for(header).broker.registry.get(key, version) is not None:
+                if self._registry.get(key, version) is not None:
                     self.state = SaslState.HANDSHAKE_REQUEST  # a bad version may be retried
                 return out
             if key != SASL_HANDSHAKE_KEY:
@@ -235,8 +238,10 @@ class SaslAuthenticator:
             self.principal = principal
             self.state = SaslState.COMPLETE
             self._server = None
-            if self.max_reauth_ms > 0 and version >= 1:
-                lifetime_ms = self.max_reauth_ms
+            assert self.mechanism is not None
+            max_reauth_ms = self._max_reauth_ms(self.mechanism)
+            if max_reauth_ms > 0 and version >= 1:
+                lifetime_ms = max_reauth_ms
                 self.session_expires_ms = self._now_ms() + lifetime_ms
             else:
                 self.session_expires_ms = None
@@ -271,7 +276,7 @@ class SaslAuthenticator:
     def _illegal_state_response(self, header: Any, frame: bytes, offset: int) -> bytes | None:
         """The API's own error response carrying ILLEGAL_SASL_STATE (None when it cannot be built)."""
         ctx = self._ctx_for(header)
-        handler = ctx.broker.registry.get(ctx.api_key, ctx.api_version)
+        handler = self._registry.get(ctx.api_key, ctx.api_version)
         cls = request_class(ctx.api_key, ctx.api_version)
         if handler is None or handler.error_response is None or cls is None:
             return None
@@ -293,7 +298,9 @@ def _decode(key: int, version: int, frame: bytes, offset: int) -> Any:
 
 
 def _api_name(key: int) -> str:
-    names = {0: "PRODUCE", 1: "FETCH", 2: "LIST_OFFSETS", 3: "METADATA", 10: "FIND_COORDINATOR",
-             17: "SASL_HANDSHAKE", 18: "API_VERSIONS", 36: "SASL_AUTHENTICATE", 76: "SHARE_GROUP_HEARTBEAT",
-             78: "SHARE_FETCH", 79: "SHARE_ACKNOWLEDGE"}
-    return names.get(key, f"API key {key}")
+    """Kafka's ApiKeys name of an API (METADATA, SHARE_FETCH, ...), as its messages print it."""
+    for version in range(20):
+        cls = request_class(key, version)
+        if cls is not None:
+            return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__.removesuffix("Request")).upper()
+    return f"UNKNOWN({key})"

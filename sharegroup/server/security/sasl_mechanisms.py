@@ -111,16 +111,16 @@ class PlainServer:
 
 
 def _password_matches(credentials: dict[str, ScramCredential], password: str) -> bool:
+    """Whether `password` derives the stored key of the user's (first) SCRAM credential."""
     from scramp import ScramException, ScramMechanism
 
-    for mechanism, credential in credentials.items():
-        try:
-            _salt, stored_key, _server_key, _i = ScramMechanism(mechanism).make_auth_info(
-                password, iteration_count=credential.iterations, salt=credential.salt)
-        except ScramException:
-            return False
-        return hmac.compare_digest(stored_key, credential.stored_key)
-    return False
+    mechanism, credential = sorted(credentials.items())[0]
+    try:
+        _salt, stored_key, _server_key, _i = ScramMechanism(mechanism).make_auth_info(
+            password, iteration_count=credential.iterations, salt=credential.salt)
+    except ScramException:  # e.g. a password SASLprep refuses
+        return False
+    return hmac.compare_digest(stored_key, credential.stored_key)
 
 
 class ScramServer:
@@ -154,7 +154,7 @@ class ScramServer:
             raise SaslFailure("SCRAM message is not UTF-8") from None
         try:
             if self._step == 0:
-                self._check_authzid(text)
+                self._check_authzid(text, self._lookup, self.mechanism)
                 self._server.set_client_first(text)
                 self._step = 1
                 return self._server.get_server_first().encode()
@@ -171,14 +171,17 @@ class ScramServer:
         raise SaslFailure("Unexpected SASL request after the SCRAM exchange completed")
 
     @staticmethod
-    def _check_authzid(text: str) -> None:
-        """Kafka refuses an authorization id other than the user name, with a message the client sees."""
+    def _check_authzid(text: str, lookup: Callable[[str, str], ScramCredential | None], mechanism: str) -> None:
+        """Kafka refuses an authorization id other than the user name, with a message the client sees
+        (after the credential lookup: an unknown user gets the generic text first)."""
         parts = text.split(",", 3)
         if len(parts) < 3 or not parts[1].startswith("a="):
             return
         authzid = parts[1][2:].replace("=2C", ",").replace("=3D", "=")
         username = next((p[2:] for p in text.split(",")[2:] if p.startswith("n=")), "")
         username = username.replace("=2C", ",").replace("=3D", "=")
+        if lookup(username, mechanism) is None:
+            raise SaslFailure("Authentication failed: Invalid user credentials")
         if authzid != username:
             raise SaslAuthenticationFailed(
                 "Authentication failed: Client requested an authorization id that is different from username")
