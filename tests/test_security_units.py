@@ -77,6 +77,8 @@ def test_bad_security_configs_are_refused_at_start_up(tmp_path, overrides, words
 
 def test_listener_prefixed_configs_win_and_are_not_warned_about():
     config = ServeConfig.build({"sasl.enabled.mechanisms": "PLAIN",
+                                "listeners": "SASL_SSL://127.0.0.1:0,OTHER://127.0.0.1:0",
+                                "listener.security.protocol.map": "SASL_SSL:SASL_SSL,OTHER:SASL_PLAINTEXT",
                                 "listener.name.SASL_SSL.sasl.enabled.mechanisms": "SCRAM-SHA-512",
                                 "listener.name.sasl_ssl.plain.sasl.jaas.config": 'x required user_a="b";'})
     from sharegroup.server.security.listeners import listener_value
@@ -85,6 +87,8 @@ def test_listener_prefixed_configs_win_and_are_not_warned_about():
     assert listener_value(config, "OTHER", "sasl.enabled.mechanisms") == "PLAIN"
     assert listener_value(config, "SASL_SSL", "sasl.jaas.config", mechanism="PLAIN") == 'x required user_a="b";'
     assert config.warnings == ()
+    unused = ServeConfig.build({"listener.name.controller.ssl.keystore.location": "/x"})  # no such listener here
+    assert unused.listener_configs == {} and len(unused.warnings) == 1
 
 
 def test_jaas_user_entries():
@@ -350,7 +354,8 @@ def pem(tmp_path_factory):
 def _tls(config: dict, listener: str = "SSL"):
     from sharegroup.server.security.tls import server_context
 
-    return server_context(ServeConfig.build({"ssl.keystore.type": "PEM", **config}),
+    return server_context(ServeConfig.build({"ssl.keystore.type": "PEM", "listeners": f"{listener}://127.0.0.1:0",
+                                             **config}),
                           Listener(listener, listener, "127.0.0.1", 0))
 
 

@@ -15,6 +15,7 @@ broker's own min/max keys, as Kafka checks a group's dynamic config against the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -305,6 +306,11 @@ class ServeConfig:
             else:
                 raise ValueError(f"unknown broker config {key!r} (not a Kafka broker config)")
         _check_ranges(values)
+        # A per-listener key of a listener serve does not have (a Kafka install's CONTROLLER listener) is unused.
+        names = {n.lower() for n in re.findall(r"([A-Za-z][A-Za-z0-9_]*)://", values["listeners"] or "PLAINTEXT://")}
+        for key in [k for k in listener_configs if k.split(".")[2] not in names]:
+            del listener_configs[key]
+            warnings.append(f"sharegroup serve: warning: Kafka broker config {key!r} is not used by serve; ignored")
         group_defaults: dict[str, Any] = {}
         for key, raw in group_configs:
             group_defaults[key] = _parse_group_config(key, raw, values)
