@@ -100,13 +100,17 @@ def metadata(client: RawClient, topics: list[str] | None = None, version: int = 
 
 
 def secured_serve_args(certs: Certificates, *extra: str) -> tuple[str, ...]:
-    """A SASL_SSL listener first (all three mechanisms), a PLAINTEXT listener second, a JAAS PLAIN user."""
+    """A SASL_SSL listener first (all three mechanisms), a PLAINTEXT listener second, an SSL listener that
+    requires a client certificate third; a JAAS PLAIN user and two SCRAM users."""
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
             'password="admin-secret" user_admin="admin-secret" user_carol="carol-secret";')
     return (
-        "--override", "listeners=SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "--override", "listeners=SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
         "--override", "ssl.keystore.type=PEM",
         "--override", f"ssl.keystore.location={certs.server_pem}",
+        "--override", "ssl.truststore.type=PEM",
+        "--override", f"ssl.truststore.location={certs.ca_pem}",
+        "--override", "listener.name.ssl.ssl.client.auth=required",
         "--override", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "--override", f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}",
         "--override", "connection.failed.authentication.delay.ms=0",

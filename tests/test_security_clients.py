@@ -78,7 +78,8 @@ def _share_consume(config: dict, group: str, topic: str, count: int) -> list[byt
 
 def test_listener_lines_name_each_listener_and_the_readiness_line_names_the_first(broker):
     ports = _ports(broker)
-    assert [line.split()[3:5] for line in broker.listener_lines] == [["SASL_SSL", "(SASL_SSL)"], ["PLAINTEXT", "(PLAINTEXT)"]]
+    assert [line.split()[3:5] for line in broker.listener_lines] == [
+        ["SASL_SSL", "(SASL_SSL)"], ["PLAINTEXT", "(PLAINTEXT)"], ["SSL", "(SSL)"]]
     assert broker.port == ports["SASL_SSL"] != ports["PLAINTEXT"]
     assert broker.line.startswith(f"sharegroup serve: listening on 127.0.0.1:{ports['SASL_SSL']} ")
 
@@ -127,6 +128,26 @@ def test_a_wrong_plain_password_gets_the_plain_message(broker, certs):
 def test_a_plaintext_client_on_the_tls_port_gets_a_transport_error_and_no_data(broker):
     error = _first_error({"bootstrap.servers": broker.bootstrap})
     assert error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._SSL)
+
+
+def _ssl_config(broker, certs, with_certificate: bool) -> dict:
+    config = {"bootstrap.servers": f"127.0.0.1:{_ports(broker)['SSL']}", "security.protocol": "SSL",
+              "ssl.ca.location": str(certs.ca_pem)}
+    if with_certificate:
+        config.update({"ssl.certificate.location": str(certs.client_cert_pem),
+                       "ssl.key.location": str(certs.client_key_pem)})
+    return config
+
+
+def test_an_ssl_client_with_a_certificate_is_served_where_one_is_required(broker, certs):
+    config = _ssl_config(broker, certs, with_certificate=True)
+    _produce(config, "secure-ssl", [b"a", b"b"])
+    assert _share_consume(config, "group-ssl", "secure-ssl", 2) == [b"a", b"b"]
+
+
+def test_an_ssl_client_without_a_certificate_is_refused_where_one_is_required(broker, certs):
+    error = _first_error(_ssl_config(broker, certs, with_certificate=False))
+    assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN), error
 
 
 def test_credentials_altered_at_run_time_survive_sigkill_and_the_data_dir_holds_no_password(broker, certs):
