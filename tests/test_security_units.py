@@ -100,7 +100,8 @@ def test_jaas_user_entries():
 
 # -- SSL principal -----------------------------------------------------------------------------------
 
-KAFKA_RULES = ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L, "
+KAFKA_RULES = ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, "
+               "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L, "
                "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U, DEFAULT")
 
 
@@ -196,7 +197,8 @@ def test_alter_and_describe_user_scram_credentials_with_kafkas_codes(plain_broke
         assert [(r.user, r.error_code, r.error_message, [(i.mechanism, i.iterations) for i in r.credential_infos])
                 for r in described.results] == [
             ("u2", 0, None, [(2, 8192)]),
-            ("nobody", ErrorCode.resource_not_found, "Attempt to describe a user credential that does not exist: nobody", []),
+            ("nobody", ErrorCode.resource_not_found,
+             "Attempt to describe a user credential that does not exist: nobody", []),
             ("u1", ErrorCode.duplicate_resource,
              "Cannot describe SCRAM credentials for the same user twice in a single request: u1", []),
         ]
@@ -262,7 +264,8 @@ def _authenticator(clock, delay_ms=250, reauth_ms=1000):
     async def handle_api(frame):
         return b"api"
 
-    return SaslAuthenticator(mechanisms=["PLAIN"], new_server=lambda m: PlainServer({"carol": "pw"}, ScramCredentialStore(None)),
+    return SaslAuthenticator(mechanisms=["PLAIN"],
+                             new_server=lambda m: PlainServer({"carol": "pw"}, ScramCredentialStore(None)),
                              registry=Ctx.broker.registry, ctx_for=lambda header: Ctx, handle_api=handle_api,
                              failed_delay_ms=delay_ms, max_reauth_ms=lambda mechanism: reauth_ms,
                              max_receive_size=524288, now_ms=clock)
@@ -380,5 +383,6 @@ def test_on_sasl_ssl_only_the_listener_prefixed_client_auth_counts(pem):
     base = {"ssl.keystore.certificate.chain": pem["chain"], "ssl.keystore.key": pem["encrypted_key"],
             "ssl.key.password": "key-pw", "ssl.client.auth": "required"}
     assert _tls(base, "SASL_SSL").verify_mode == ssl.CERT_NONE  # SASL authenticates there
-    assert _tls({**base, "listener.name.sasl_ssl.ssl.client.auth": "requested"}, "SASL_SSL").verify_mode == ssl.CERT_OPTIONAL
+    prefixed = {**base, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
+    assert _tls(prefixed, "SASL_SSL").verify_mode == ssl.CERT_OPTIONAL
     assert _tls(base, "SSL").verify_mode == ssl.CERT_REQUIRED

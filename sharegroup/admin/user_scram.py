@@ -1,6 +1,6 @@
 """`sharegroup configs --entity-type users`: SCRAM credentials, as kafka-configs.sh manages them.
 
-    --alter --entity-name alice --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=...]'
+    --alter --entity-name alice --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
     --alter --entity-name alice --delete-config 'SCRAM-SHA-512'
     --describe [--entity-name alice]
 

@@ -99,7 +99,9 @@ class Broker:
         self.metrics = metrics if metrics is not None else wire_metrics_for()
         self.authorizer: Authorizer = authorizer if authorizer is not None else AllowEveryone()
         # Listeners, TLS contexts, SASL settings and SCRAM credentials (ValueError on a wrong setting).
-        self.security = security if security is not None else BrokerSecurity.from_config(config, self.data_dir, host, port)
+        if security is None:
+            security = BrokerSecurity.from_config(config, self.data_dir, host, port)
+        self.security = security
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self._servers: list[asyncio.Server] = []
         self._server: asyncio.Server | None = None

@@ -9,8 +9,9 @@ When it is ready it prints exactly one line on stdout,
 (`--override listeners=SASL_SSL://127.0.0.1:0,...`) it first prints one line per listener,
 `sharegroup serve: listener NAME (PROTOCOL) on HOST:PORT`, and the readiness line names the first.
 `--add-scram` sets a SCRAM credential in `DIR/security` before the broker starts (kafka-storage's syntax).
-SIGTERM and SIGINT stop it cleanly (connections closed, the store closed so pending writes are durable; exit 0). A bad option, an
-unknown broker config or a value outside Kafka's bounds is refused before anything is opened (exit 2).
+SIGTERM and SIGINT stop it cleanly (connections closed, the store closed so pending writes are durable;
+exit 0). A bad option, an unknown broker config, a value outside Kafka's bounds or a wrong security
+setting is refused before anything is opened (exit 2).
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         elif not credentials:
             results.append(_described(name, ErrorCode.resource_not_found, DESCRIBE_MISSING + name))
         else:
-            infos = [{"mechanism": MECHANISM_IDS[m], "iterations": c.iterations} for m, c in sorted(credentials.items())]
+            infos = [{"mechanism": MECHANISM_IDS[m], "iterations": c.iterations}
+                     for m, c in sorted(credentials.items())]
             results.append(_described(name, ErrorCode.none, None, infos))
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": results})
 
@@ -137,7 +138,8 @@ async def alter(ctx: RequestContext, request: Any) -> Any:
     if upserts or deletions:
         async with _lock:
             await asyncio.to_thread(store.apply, upserts, deletions)
-    results = [{"user": name, "error_code": code, "error_message": message} for name, (code, message) in outcome.items()]
+    results = [{"user": name, "error_code": code, "error_message": message}
+               for name, (code, message) in outcome.items()]
     return ctx.response({"throttle_time": 0, "results": results})
 
 

@@ -20,7 +20,14 @@ from typing import Any, Callable
 from ..authorization import ANONYMOUS
 from .listeners import Listener, listener_value, parse_advertised, parse_listeners
 from .sasl import SaslAuthenticator
-from .sasl_mechanisms import SCRAM_MECHANISMS, SUPPORTED_MECHANISMS, MechanismServer, PlainServer, ScramServer, parse_jaas_options
+from .sasl_mechanisms import (
+    SCRAM_MECHANISMS,
+    SUPPORTED_MECHANISMS,
+    MechanismServer,
+    PlainServer,
+    ScramServer,
+    parse_jaas_options,
+)
 from .scram_credentials import ScramCredentialStore
 from .ssl_principal import PrincipalMapper, rfc2253_subject
 from .tls import server_context
@@ -69,8 +76,8 @@ class BrokerSecurity:
             if listener.uses_tls:
                 contexts[listener.name] = server_context(config, listener)
             if listener.uses_sasl:
-                enabled = [m.strip().upper() for m in str(listener_value(config, listener.name, "sasl.enabled.mechanisms")).split(",")
-                           if m.strip()]
+                text = str(listener_value(config, listener.name, "sasl.enabled.mechanisms"))
+                enabled = [m.strip().upper() for m in text.split(",") if m.strip()]
                 unsupported = [m for m in enabled if m not in SUPPORTED_MECHANISMS]
                 if not enabled or unsupported:
                     raise ValueError(f"sasl.enabled.mechanisms of listener {listener.name}: "
@@ -116,7 +123,8 @@ class BrokerSecurity:
 
         return new
 
-    def authenticator(self, listener: Listener, registry: Any, ctx_for: Any, handle_api: Any) -> SaslAuthenticator | None:
+    def authenticator(self, listener: Listener, registry: Any, ctx_for: Any,
+                      handle_api: Any) -> SaslAuthenticator | None:
         """The SASL gate of a new connection on `listener` (None on PLAINTEXT and SSL listeners)."""
         if not listener.uses_sasl:
             return None

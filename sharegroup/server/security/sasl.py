@@ -194,7 +194,8 @@ class SaslAuthenticator:
         mechanism = str(request.mechanism)
 
         def answer(code: int) -> bytes:
-            body = build(response_class(SASL_HANDSHAKE_KEY, version), {"error_code": code, "mechanisms": self.mechanisms})
+            body = build(response_class(SASL_HANDSHAKE_KEY, version),
+                         {"error_code": code, "mechanisms": self.mechanisms})
             return encode_response(header.correlation_id, body)
 
         if mechanism not in self.mechanisms:

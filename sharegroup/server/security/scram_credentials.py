@@ -101,7 +101,8 @@ def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
     mechanism, sep, rest = text.strip().partition("=")
     mechanism = mechanism.strip().upper()
     if mechanism not in MECHANISM_IDS:
-        raise ValueError(f"--add-scram: unknown SCRAM mechanism {mechanism!r} (expected SCRAM-SHA-256 or SCRAM-SHA-512)")
+        raise ValueError(f"--add-scram: unknown SCRAM mechanism {mechanism!r} "
+                         "(expected SCRAM-SHA-256 or SCRAM-SHA-512)")
     rest = rest.strip()
     if not sep or not (rest.startswith("[") and rest.endswith("]")):
         raise ValueError(f"--add-scram: expected MECHANISM=[name=...,password=...], got {text!r}")
@@ -194,7 +195,8 @@ class ScramCredentialStore:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         data = {"version": 1, "credentials": {
-            user: {m: c.to_text() for m, c in sorted(by_m.items())} for user, by_m in sorted(self._credentials.items())}}
+            user: {m: c.to_text() for m, c in sorted(by_m.items())}
+            for user, by_m in sorted(self._credentials.items())}}
         tmp = self.directory / (FILE_NAME + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, sort_keys=True)

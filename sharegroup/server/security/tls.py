@@ -79,7 +79,8 @@ def server_context(config: Any, listener: Listener) -> ssl.SSLContext:
         raise ValueError(f"ssl.keystore.type {keystore_type} is not supported by sharegroup serve "
                          f"(listener {listener.name}): use ssl.keystore.type=PEM")
     if _get(config, listener, "ssl.keystore.password") is not None:
-        raise ValueError("SSL key store password cannot be specified with PEM format, only key password may be specified")
+        raise ValueError("SSL key store password cannot be specified with PEM format, "
+                         "only key password may be specified")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _set_protocols(context, str(_get(config, listener, "ssl.enabled.protocols")))
     if chain is not None or key is not None:
