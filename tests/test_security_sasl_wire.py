@@ -195,3 +195,26 @@ def test_metadata_answers_each_listeners_own_port(broker, client):
         assert [b.port for b in metadata(plain, []).brokers] == [broker.broker.bound["PLAINTEXT"][1]]
     finally:
         plain.close()
+
+
+def test_a_failed_login_is_muted_for_the_delay_before_its_answer(tmp_path):
+    """With a long connection.failed.authentication.delay.ms, neither the failure answer nor the answer to
+    a later request arrives within a short read, and the connection stays open meanwhile (breaking the
+    delay makes the answer arrive at once)."""
+    import socket
+
+    b = BrokerThread(tmp_path, overrides={"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                          "sasl.enabled.mechanisms": "PLAIN",
+                                          "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+                                          "connection.failed.authentication.delay.ms": "60000"})
+    c = RawClient(b.broker.port)
+    try:
+        assert handshake(c, "PLAIN").error_code == 0
+        c.send_raw(c.frame(36, 2, req(36, 2, auth_bytes=b"\0carol\0wrong")))
+        c.send_raw(c.frame(18, 0, req(18, 0)))
+        c.sock.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            c.sock.recv(1)
+    finally:
+        c.close()
+        b.stop()

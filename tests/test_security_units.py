@@ -386,3 +386,15 @@ def test_on_sasl_ssl_only_the_listener_prefixed_client_auth_counts(pem):
     prefixed = {**base, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
     assert _tls(prefixed, "SASL_SSL").verify_mode == ssl.CERT_OPTIONAL
     assert _tls(base, "SSL").verify_mode == ssl.CERT_REQUIRED
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--add-scram", "SCRAM-SHA-256=[name=a,iterations=10,password=b]"), "Too few iterations"),
+    (("--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0"), "GSSAPI not supported"),
+])
+def test_serve_refuses_bad_security_settings_with_exit_2(tmp_path, args, words):
+    from tests.server_harness import run_cli
+
+    done = run_cli("serve", "--port", "0", "--data", str(tmp_path / "data"), *args)
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+    assert not (tmp_path / "data").exists()  # refused before anything was opened
