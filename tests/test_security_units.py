@@ -146,6 +146,12 @@ def test_add_scram_parses_kafka_storage_syntax_and_stores_no_password(tmp_path):
     assert b"alice-secret" not in (tmp_path / "scram-credentials.json").read_bytes()
 
 
+def test_a_credential_file_that_does_not_parse_is_refused_naming_it(tmp_path):
+    (tmp_path / "scram-credentials.json").write_text('{"credentials": {"a": {"SCRAM-SHA-256": "salt=x"}}}')
+    with pytest.raises(ValueError, match="cannot read the SCRAM credentials in .*scram-credentials.json"):
+        ScramCredentialStore(tmp_path)
+
+
 @pytest.mark.parametrize("text, words", [
     ("SCRAM-SHA-1=[name=a,password=b]", "unknown SCRAM mechanism"),
     ("SCRAM-SHA-256=[password=b]", "name"),

@@ -141,7 +141,11 @@ async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = 
     data_dir.mkdir(parents=True, exist_ok=True)
     if security is not None:
         security, scram = security
-        security.store = ScramCredentialStore(data_dir / SECURITY_DIR)
+        try:
+            security.store = ScramCredentialStore(data_dir / SECURITY_DIR)
+        except ValueError as exc:
+            print(f"sharegroup serve: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         if scram:
             security.store.apply(scram, [])
     store = await open_store(data_dir, config)

@@ -153,12 +153,17 @@ class ScramCredentialStore:
         self._check()
 
     def _load(self) -> None:
+        """Read the file; one that does not parse is a `ValueError` naming it (serve refuses to start)."""
         assert self.directory is not None
-        data = json.loads((self.directory / FILE_NAME).read_text(encoding="utf-8"))
-        for user, by_mechanism in data.get("credentials", {}).items():
-            for mechanism, text in by_mechanism.items():
-                if mechanism in MECHANISM_IDS:
-                    self._credentials.setdefault(user, {})[mechanism] = ScramCredential.from_text(text)
+        path = self.directory / FILE_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            for user, by_mechanism in data["credentials"].items():
+                for mechanism, text in by_mechanism.items():
+                    if mechanism in MECHANISM_IDS:
+                        self._credentials.setdefault(user, {})[mechanism] = ScramCredential.from_text(text)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"cannot read the SCRAM credentials in {path}: {type(exc).__name__}: {exc}") from None
 
     def _check(self) -> None:
         """Every credential is for a known mechanism, within Kafka's iteration bounds, with a usable salt."""
