@@ -66,7 +66,8 @@ def _share_state_url(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", metavar="DIR", default="./sharegroup-data",
                         help="data directory: topic logs, share state, group records (default: %(default)s)")
-    parser.add_argument("--host", default="127.0.0.1", help="address of the PLAINTEXT listener; not used when the listeners config is set (default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help="address of the PLAINTEXT listener; not used when "
+                        "the listeners config is set (default: %(default)s)")
     parser.add_argument("--port", type=_port, default=9092, help="port to listen on; 0 binds a free port (default: %(default)s)")
     parser.add_argument("--node-id", type=_node_id, default=1, metavar="N", help="this broker's node id (default: %(default)s)")
     parser.add_argument("--config", metavar="FILE", help="a Kafka server.properties to read broker configs from")
