@@ -114,7 +114,8 @@ class SaslAuthenticator:
         self._check()
 
     def _check(self) -> None:
-        """A principal exists exactly when the connection has authenticated at least once."""
+        """Once authenticated there is a principal and a mechanism; an exchange in progress has its
+        mechanism server."""
         if self.state in (SaslState.COMPLETE, SaslState.REAUTH_AUTHENTICATE):
             assert self.principal is not None and self.mechanism is not None
         if self.state in (SaslState.AUTHENTICATE, SaslState.REAUTH_AUTHENTICATE):
