@@ -404,3 +404,35 @@ def test_serve_refuses_bad_security_settings_with_exit_2(tmp_path, args, words):
     done = run_cli("serve", "--port", "0", "--data", str(tmp_path / "data"), *args)
     assert done.returncode == 2 and words in done.stderr, done.stderr
     assert not (tmp_path / "data").exists()  # refused before anything was opened
+
+
+def _configs(*args: str) -> tuple[int, str]:
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from sharegroup.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["configs", *args])
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_configs_users_alters_describes_and_reports_kafkas_messages(plain_broker):
+    base = ("--bootstrap-server", plain_broker.bootstrap, "--entity-type", "users")
+    assert _configs(*base, "--alter", "--entity-name", "frank", "--add-config",
+                    "SCRAM-SHA-256=[iterations=8192,password=pw-1],SCRAM-SHA-512=[password=pw-2]") == (
+        0, "Completed updating config for user frank.\n")
+    assert _configs(*base, "--describe", "--entity-name", "frank") == (
+        0, "SCRAM credential configs for user-principal 'frank' are SCRAM-SHA-256=iterations=8192, "
+           "SCRAM-SHA-512=iterations=4096\n")
+    assert _configs(*base, "--alter", "--entity-name", "frank", "--delete-config", "SCRAM-SHA-512")[0] == 0
+    code, out = _configs(*base, "--alter", "--entity-name", "frank", "--delete-config", "SCRAM-SHA-512")
+    assert code == 1 and out.endswith("Attempt to delete a user credential that does not exist\n"), out
+    code, out = _configs(*base, "--describe", "--entity-name", "nobody")
+    assert code == 1 and out.endswith("Attempt to describe a user credential that does not exist: nobody\n"), out
+    code, out = _configs(*base, "--alter", "--entity-name", "frank",
+                         "--add-config", "SCRAM-SHA-256=[iterations=10,password=x]")
+    assert code == 1 and "must be at least 4096" in out
+    salted = plain_broker.broker.security.store.get("frank", "SCRAM-SHA-256")
+    assert salted is not None and salted.iterations == 8192 and b"pw-1" not in salted.to_text().encode()
