@@ -103,7 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Kafka's names, defaults and bounds (--config server.properties, --override KEY=VALUE); a real Kafka "
         "config serve does not use is accepted with a warning, an unknown key or a value out of bounds is "
         "refused (exit 2). Prints one line when ready: 'sharegroup serve: listening on HOST:PORT (node N, "
-        "data DIR)'. SIGTERM or SIGINT stops it cleanly (exit 0).",
+        "data DIR)'. SIGTERM or SIGINT stops it cleanly (exit 0). Listeners, TLS and SASL take Kafka's configs "
+        "(--override listeners=SASL_SSL://127.0.0.1:9093,... ssl.keystore.*, sasl.enabled.mechanisms; "
+        "docs/security.md); each listener is then printed as 'sharegroup serve: listener NAME (PROTOCOL) on "
+        "HOST:PORT' before the readiness line.",
         epilog=_EPILOG,
     )
     from .server.serve import add_arguments as _serve_arguments

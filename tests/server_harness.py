@@ -243,8 +243,18 @@ class ServeProcess:
         self.port = int(port)
 
     def _read_ready_line(self) -> str:
+        """The readiness line; the listener lines before it (with `listeners` set) go to `listener_lines`."""
         result: list[str] = []
-        reader = threading.Thread(target=lambda: result.append(self.proc.stdout.readline()), daemon=True)
+        self.listener_lines: list[str] = []
+
+        def read() -> None:
+            line = self.proc.stdout.readline()
+            while line.startswith("sharegroup serve: listener "):
+                self.listener_lines.append(line.rstrip("\n"))
+                line = self.proc.stdout.readline()
+            result.append(line)
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
         reader.join(READY_TIMEOUT_S)
         if not result or not result[0]:

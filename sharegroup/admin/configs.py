@@ -4,6 +4,7 @@
 `  key=value sensitive=false synonyms={SOURCE:key=value}` line per config set on the entity; `--all`
 lists every config with its source). `--alter --add-config K=V,... --delete-config K,...` sends one
 IncrementalAlterConfigs (SET and DELETE) and prints "Completed updating config for topic t.".
+`--entity-type users` manages SCRAM credentials instead (see `user_scram.py`).
 Exit 0 on success, 1 on a usage error or a refused request (the reason on stdout, as the Kafka tool).
 """
 
@@ -29,9 +30,9 @@ SET, DELETE = 0, 1
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    parser.add_argument("--entity-type", required=True, choices=sorted(RESOURCE_TYPES))
-    parser.add_argument("--entity-name", required=True, metavar="NAME",
-                        help="topic, broker id or group id")
+    parser.add_argument("--entity-type", required=True, choices=sorted([*RESOURCE_TYPES, "users"]))
+    parser.add_argument("--entity-name", metavar="NAME",
+                        help="topic, broker id, group id or user (users: optional with --describe)")
     parser.add_argument("--describe", action="store_true", help="show the configs set on the entity")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, with its source")
     parser.add_argument("--alter", action="store_true", help="change configs")
@@ -57,10 +58,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if args.describe == args.alter:
         print("Command must include exactly one action: --describe, --alter", file=err)
         return 1
-    resource_type, noun = RESOURCE_TYPES[args.entity_type]
+    if args.entity_type != "users" and not args.entity_name:
+        print("--entity-name is required for --entity-type " + args.entity_type, file=err)
+        return 1
+    resource_type, noun = RESOURCE_TYPES.get(args.entity_type, (0, "user"))
     try:
         with WireAdmin(args.bootstrap_server) as admin:
             assert admin.bootstrap is not None
+            if args.entity_type == "users":
+                from .user_scram import run_users
+
+                return run_users(args, admin, out)
             connection = admin.bootstrap
             if args.entity_type == "groups":
                 connection = admin.coordinator(args.entity_name)[0]
@@ -100,8 +108,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
-    out = ["--bootstrap-server", args.bootstrap_server, "--entity-type", args.entity_type,
-           "--entity-name", args.entity_name]
+    out = ["--bootstrap-server", args.bootstrap_server, "--entity-type", args.entity_type]
+    if args.entity_name:
+        out += ["--entity-name", args.entity_name]
     if args.describe:
         out.append("--describe")
     if args.alter:

@@ -32,6 +32,8 @@ WANTED = {
     32: (1, 4),     # DescribeConfigs
     42: (0, 2),     # DeleteGroups
     44: (0, 1),     # IncrementalAlterConfigs
+    50: (0, 0),     # DescribeUserScramCredentials
+    51: (0, 0),     # AlterUserScramCredentials
     77: (1, 1),     # ShareGroupDescribe
     90: (0, 1),     # DescribeShareGroupOffsets
     91: (0, 0),     # AlterShareGroupOffsets

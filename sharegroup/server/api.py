@@ -56,10 +56,14 @@ class RequestContext:
 
     @property
     def advertised_host(self) -> str:
-        """The host clients should use for this node: the listener's address, or, when it listens on
-        every interface, the address this connection came in on."""
-        host = self.broker.host
-        return self.local_host if host in ("", "0.0.0.0", "::") else host
+        """The host clients should use for this node on this request's listener: its advertised or
+        bound address, or, when it listens on every interface, the address this connection came in on."""
+        return self.broker.advertised_endpoint(self.listener, self.local_host)[0]
+
+    @property
+    def advertised_port(self) -> int:
+        """The port clients should use for this node on this request's listener."""
+        return self.broker.advertised_endpoint(self.listener, self.local_host)[1]
 
     def response(self, data: dict[str, Any]) -> Any:
         """The kio response of this request's API and version, built from plain data (see `codec.build`)."""

@@ -7,6 +7,10 @@ started and stopped by `sharegroup serve` (see `serve.py`) or in-process by test
                     services={"share": share_services})   # optional: see share_services.py
     await broker.start(); ...; await broker.close()
 
+Listeners: without security settings, one PLAINTEXT listener on `host:port`; with `listeners` (and TLS /
+SASL settings, see `security/`) one server socket per listener, each connection knowing its listener.
+`broker.host`/`broker.port` are the first listener's bound address.
+
 `broker.close()` closes every service before the store. With share services, a closed connection
 closes the share sessions it opened and a retention pass pushes moved log starts into them.
 """
@@ -14,6 +18,7 @@ closes the share sessions it opened and a retention pass pushes moved log starts
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections import Counter
@@ -25,6 +30,9 @@ from .authorization import Authorizer
 from .broker_config import ServeConfig
 from .connection import Connection
 from .security.authorizer import authorizer_for
+from .security.broker_security import BrokerSecurity
+from .security.listeners import Listener
+from .security.ssl_principal import NoMatchingRule
 from .topic_admin import TopicAdmin
 from .wire_metrics import WireMetrics, wire_metrics_for
 
@@ -72,6 +80,7 @@ class Broker:
         services: dict[str, Any] | None = None,
         metrics: WireMetrics | None = None,
         authorizer: Authorizer | None = None,
+        security: BrokerSecurity | None = None,
     ) -> None:
         if handlers is None:
             from .handlers import all_handlers
@@ -92,15 +101,31 @@ class Broker:
         # Without `authorizer.class.name`: AllowEveryone. With it: the ACLs of DIR/security (AclFileError,
         # a ValueError, when that file is bad: the broker must not start without its ACLs).
         self.authorizer: Authorizer = authorizer if authorizer is not None else authorizer_for(config, self.data_dir)
+        # Listeners, TLS contexts, SASL settings and SCRAM credentials (ValueError on a wrong setting).
+        if security is None:
+            security = BrokerSecurity.from_config(config, self.data_dir, host, port)
+        self.security = security
+        self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
+        self._servers: list[asyncio.Server] = []
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False
         self._retention_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Bind and start accepting; with port 0 the bound port is stored in `self.port`."""
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        """Bind every listener and start accepting; with port 0 the bound port is stored in `self.bound`
+        (and, for the first listener, in `self.host`/`self.port`)."""
+        for listener in self.security.listeners:
+            context = self.security.contexts.get(listener.name)
+            tls: dict[str, Any] = {}
+            if context is not None:
+                tls = {"ssl": context, "ssl_handshake_timeout": self.security.handshake_timeout_s}
+            server = await asyncio.start_server(functools.partial(self._accept, listener), listener.host or None,
+                                                listener.port, reuse_address=True, **tls)
+            self._servers.append(server)
+            self.bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
+        self._server = self._servers[0]
+        self.host, self.port = self.bound[self.security.listeners[0].name]
         if hasattr(self.store, "enforce_retention"):
             self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
 
@@ -120,15 +145,30 @@ class Broker:
                 if share is not None:
                     share.log_start_moved(topic_id, partition, start)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
+        """(host, port) Metadata and FindCoordinator answer on `listener`: `advertised.listeners`, else the
+        bound address; a wildcard host becomes the address the client connected to."""
+        bound_host, bound_port = self.bound.get(listener, (self.host, self.port))
+        host, port = self.security.advertised.get(listener, (bound_host, bound_port))
+        if port == 0:
+            port = bound_port
+        return (local_host if host in ("", "0.0.0.0", "::") else host), port
+
+    async def _accept(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
+            writer.close()
+            return
+        try:
+            connection = Connection(self, reader, writer, listener)
+        except NoMatchingRule as exc:  # a client certificate no ssl.principal.mapping.rules rule applies to
+            log.warning("closing connection on listener %s: %s", listener.name, exc)
+            self.metrics.closed_connections.inc()
             writer.close()
             return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         self.metrics.connections.inc()
-        connection = Connection(self, reader, writer)
         try:
             await connection.serve()
         except asyncio.CancelledError:
@@ -162,14 +202,14 @@ class Broker:
         if self._retention_task is not None:
             self._retention_task.cancel()
             await asyncio.gather(self._retention_task, return_exceptions=True)
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         for service in self.services.values():  # before the store: they may still read or write through it
             service_close = getattr(service, "close", None)
             if service_close is not None:

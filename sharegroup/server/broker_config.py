@@ -15,6 +15,7 @@ broker's own min/max keys, as Kafka checks a group's dynamic config against the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -125,6 +126,34 @@ def parse_super_users(text: str) -> frozenset[str]:
         if ":" not in user:
             raise ValueError(f"super.users: {user!r} is not a principal (expected Type:name, e.g. User:admin)")
     return users
+# Listeners, TLS and SASL (SocketServerConfigs / SslConfigs / BrokerSecurityConfigs); read by
+# `sharegroup/server/security/`. Unset `listeners`: one PLAINTEXT listener on --host/--port.
+CONFIG_DEFS.update(_defs(
+    ConfigDef("listeners", "string", None, doc="NAME://HOST:PORT,...; unset: PLAINTEXT on --host/--port"),
+    ConfigDef("advertised.listeners", "string", None, doc="what Metadata answers per listener; unset: listeners"),
+    ConfigDef("listener.security.protocol.map", "string",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    ConfigDef("ssl.keystore.type", "string", "JKS", doc="only PEM is supported"),
+    ConfigDef("ssl.keystore.location", "string", None),
+    ConfigDef("ssl.keystore.password", "string", None),
+    ConfigDef("ssl.keystore.certificate.chain", "string", None),
+    ConfigDef("ssl.keystore.key", "string", None),
+    ConfigDef("ssl.key.password", "string", None),
+    ConfigDef("ssl.truststore.type", "string", "JKS", doc="only PEM is supported"),
+    ConfigDef("ssl.truststore.location", "string", None),
+    ConfigDef("ssl.truststore.password", "string", None),
+    ConfigDef("ssl.truststore.certificates", "string", None),
+    ConfigDef("ssl.client.auth", "string", "none", choices=("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", "string", "TLSv1.2,TLSv1.3"),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3"),
+    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT"),
+    ConfigDef("sasl.enabled.mechanisms", "string", "GSSAPI"),
+    ConfigDef("sasl.jaas.config", "string", None),
+    ConfigDef("connection.failed.authentication.delay.ms", "int", 100, 0),
+    ConfigDef("connections.max.reauth.ms", "long", 0, 0),
+    ConfigDef("sasl.server.max.receive.size", "int", 524_288, 1),
+))
+_SASL_MECHANISM_PREFIXES = ("plain.", "scram-sha-256.", "scram-sha-512.", "gssapi.", "oauthbearer.")
 
 # Group-level share configs settable as defaults with --group-config, with the broker key whose
 # min/max bound them (Kafka's GroupConfig validation) and, for strings, the allowed values.
@@ -252,6 +281,7 @@ class ServeConfig:
     values: Mapping[str, Any]
     group_defaults: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    listener_configs: Mapping[str, Any] = field(default_factory=dict)  # listener.name.<l>.[<mech>.]<key>
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -284,9 +314,12 @@ class ServeConfig:
             given[key] = value
         values: dict[str, Any] = {name: d.default for name, d in CONFIG_DEFS.items()}
         warnings: list[str] = []
+        listener_configs: dict[str, Any] = {}
         for key, raw in given.items():
-            d = CONFIG_DEFS.get(key)
-            if d is not None:
+            d = CONFIG_DEFS.get(key) or _listener_config_def(key)
+            if d is not None and key not in CONFIG_DEFS:
+                listener_configs[key.lower() if key.startswith("listener.name.") else key] = d.parse(raw)
+            elif d is not None:
                 values[key] = d.parse(raw)
             elif _is_known_unused(key):
                 warnings.append(f"sharegroup serve: warning: Kafka broker config {key!r} is not used by serve; ignored")
@@ -294,10 +327,33 @@ class ServeConfig:
                 raise ValueError(f"unknown broker config {key!r} (not a Kafka broker config)")
         _check_ranges(values)
         _check_authorizer(values)
+        # A per-listener key of a listener serve does not have (a Kafka install's CONTROLLER listener) is unused.
+        names = {n.lower() for n in re.findall(r"([A-Za-z][A-Za-z0-9_]*)://", values["listeners"] or "PLAINTEXT://")}
+        for key in [k for k in listener_configs if k.split(".")[2] not in names]:
+            del listener_configs[key]
+            warnings.append(f"sharegroup serve: warning: Kafka broker config {key!r} is not used by serve; ignored")
         group_defaults: dict[str, Any] = {}
         for key, raw in group_configs:
             group_defaults[key] = _parse_group_config(key, raw, values)
-        return cls(values=values, group_defaults=group_defaults, warnings=tuple(warnings))
+        return cls(values=values, group_defaults=group_defaults, warnings=tuple(warnings),
+                   listener_configs=listener_configs)
+
+
+def _listener_config_def(key: str) -> ConfigDef | None:
+    """The def of a used per-listener key `listener.name.<l>.[<mechanism>.]<key>`, else None."""
+    if not key.startswith("listener.name."):
+        return None
+    _listener, dot, rest = key[len("listener.name."):].partition(".")
+    if not dot:
+        return None
+    rest = rest.lower()
+    for prefix in _SASL_MECHANISM_PREFIXES:
+        if rest.startswith(prefix) and rest[len(prefix):] in ("sasl.jaas.config", "connections.max.reauth.ms"):
+            rest = rest[len(prefix):]
+    d = CONFIG_DEFS.get(rest)
+    if d is None or not (rest.startswith(("ssl.", "sasl.")) or rest == "connections.max.reauth.ms"):
+        return None
+    return ConfigDef(key, d.type, d.default, d.min, d.max, d.choices)
 
 
 def _check_ranges(values: Mapping[str, Any]) -> None:

@@ -13,6 +13,11 @@ Kafka's answers to bad input, which this follows:
 - a header or body that does not decode, or an API key / version this broker does not serve, closes the
   connection; except an ApiVersions request of an unknown version, which gets an ApiVersions v0
   response with UNSUPPORTED_VERSION listing the ApiVersions versions served, so the client can retry.
+
+On a secured listener the connection also carries its principal (a TLS client certificate's, see
+`security/`) and, on SASL listeners, a `SaslAuthenticator` that sees every frame until the client has
+logged in (and re-authentication frames after); a failed login closes the connection after Kafka's
+delay, muted meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from .api import RequestContext
+from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
 
 if TYPE_CHECKING:
@@ -39,13 +45,20 @@ _CLOSE = object()
 
 
 class CloseConnection(Exception):
-    """A frame this broker refuses by closing the connection (Kafka's answer to undecodable input)."""
+    """A frame this broker refuses by closing the connection (Kafka's answer to undecodable input).
+
+    A failed SASL login closes after `delay_s`, sending `response` (a whole frame) first when set.
+    """
+
+    response: bytes | None = None
+    delay_s: float = 0.0
 
 
 class Connection:
     """Serves one accepted socket until the client leaves, sends bad input, or the broker stops."""
 
-    def __init__(self, broker: "Broker", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, broker: "Broker", reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener: Any = None) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
@@ -57,6 +70,13 @@ class Connection:
         self._queued_bytes = 0  # bodies read ahead and not yet handled
         self._drained = asyncio.Event()
         self.requests_handled = 0
+        self.listener_name = "PLAINTEXT" if listener is None else listener.name
+        self.principal = ANONYMOUS  # the transport's principal (TLS client certificate) or the SASL login's
+        self.sasl: Any = None
+        security = getattr(broker, "security", None)
+        if listener is not None and security is not None:
+            self.principal = security.tls_principal(listener, writer.get_extra_info("ssl_object"))
+            self.sasl = security.authenticator(listener, broker.registry, self._context, self._handle)
 
     async def serve(self) -> None:
         reader_task = asyncio.create_task(self._read_frames(), name=f"read {self.peer}")
@@ -94,6 +114,11 @@ class Connection:
                     await self._frames.put(_CLOSE)
                     return
                 size = int.from_bytes(prefix, "big", signed=True)
+                if self.sasl is not None and self.sasl.frame_limit is not None and size > self.sasl.frame_limit:
+                    log.warning("closing connection %s: Failing SASL authentication due to invalid receive size %d",
+                                self.peer, size)
+                    await self._frames.put(_CLOSE)
+                    return
                 if size < 0 or size > max_bytes:
                     log.warning(
                         "closing connection %s: frame of %d bytes exceeds socket.request.max.bytes %d",
@@ -125,10 +150,19 @@ class Connection:
             self._drained.set()
             self._check()
             try:
-                out = await self._handle(frame)
+                if self.sasl is not None and self.sasl.wants(frame):
+                    out = await self.sasl.receive(frame)
+                    self.principal = self.sasl.principal or self.principal
+                else:
+                    out = await self._handle(frame)
             except CloseConnection as exc:
                 log.warning("closing connection %s: %s", self.peer, exc)
                 self.broker.metrics.closed_connections.inc()
+                if exc.delay_s > 0:  # muted meanwhile: nothing else of this connection is handled
+                    await asyncio.sleep(exc.delay_s)
+                if exc.response is not None:
+                    self.writer.write(exc.response)
+                    await self.writer.drain()
                 return
             if out is not None:
                 self.writer.write(out)
@@ -144,8 +178,7 @@ class Connection:
         key, version = header.request_api_key, header.request_api_version
         registry = self.broker.registry
         handler = registry.get(key, version)
-        ctx = RequestContext(self.broker, key, version, header.correlation_id, header.client_id, self.peer,
-                             self.local_host)
+        ctx = self._context(header)
         if handler is None:
             if key == API_VERSIONS_KEY:
                 return encode_response(header.correlation_id, self._unsupported_api_versions())
@@ -170,6 +203,10 @@ class Connection:
         out = None if response is None else encode_response(header.correlation_id, response)
         self.broker.count_request(handler.name, time.perf_counter() - started)
         return out
+
+    def _context(self, header: Any) -> RequestContext:
+        return RequestContext(self.broker, header.request_api_key, header.request_api_version, header.correlation_id,
+                              header.client_id, self.peer, self.local_host, self.principal, self.listener_name)
 
     def _unsupported_api_versions(self) -> Any:
         """ApiVersions v0 with UNSUPPORTED_VERSION and the ApiVersions range (KIP-511), as Kafka answers."""

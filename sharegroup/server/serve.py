@@ -2,12 +2,16 @@
 
     sharegroup serve [--data DIR] [--host 127.0.0.1] [--port 9092] [--node-id 1]
                      [--config server.properties] [--override KEY=VALUE ...] [--group-config KEY=VALUE ...]
-                     [--metrics-port PORT]
+                     [--metrics-port PORT] [--add-scram 'SCRAM-SHA-256=[name=alice,password=...]' ...]
 
 When it is ready it prints exactly one line on stdout,
-`sharegroup serve: listening on HOST:PORT (node N, data DIR)`, and flushes it. SIGTERM and SIGINT stop it
-cleanly (connections closed, the store closed so pending writes are durable; exit 0). A bad option, an
-unknown broker config or a value outside Kafka's bounds is refused before anything is opened (exit 2).
+`sharegroup serve: listening on HOST:PORT (node N, data DIR)`, and flushes it. With `listeners` set
+(`--override listeners=SASL_SSL://127.0.0.1:0,...`) it first prints one line per listener,
+`sharegroup serve: listener NAME (PROTOCOL) on HOST:PORT`, and the readiness line names the first.
+`--add-scram` sets a SCRAM credential in `DIR/security` before the broker starts (kafka-storage's syntax).
+SIGTERM and SIGINT stop it cleanly (connections closed, the store closed so pending writes are durable;
+exit 0). A bad option, an unknown broker config, a value outside Kafka's bounds or a wrong security
+setting is refused before anything is opened (exit 2).
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ def _share_state_url(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", metavar="DIR", default="./sharegroup-data",
                         help="data directory: topic logs, share state, group records (default: %(default)s)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help="address of the PLAINTEXT listener; not used when "
+                        "the listeners config is set (default: %(default)s)")
     parser.add_argument("--port", type=_port, default=9092, help="port to listen on; 0 binds a free port (default: %(default)s)")
     parser.add_argument("--node-id", type=_node_id, default=1, metavar="N", help="this broker's node id (default: %(default)s)")
     parser.add_argument("--config", metavar="FILE", help="a Kafka server.properties to read broker configs from")
@@ -74,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "share.session.timeout.ms, share.heartbeat.interval.ms); repeatable")
     parser.add_argument("--share-state", metavar="URL", default=None, type=_share_state_url,
                         help="keep share state in a Kafka topic: kafka://host:port[/topic] (default: under --data)")
+    parser.add_argument("--add-scram", action="append", default=[], metavar="'MECHANISM=[name=U,password=P]'",
+                        help="set a SCRAM credential at start (SCRAM-SHA-256 or SCRAM-SHA-512; optional "
+                        "iterations=N, 4096..16384); repeatable; only the salted keys are stored")
     parser.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                         help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics (0: any free port)")
 
@@ -115,13 +123,34 @@ async def open_share_services(data_dir: Path | str, config: ServeConfig, store: 
     return await ShareServices.open(data_dir, config, store, share_state)
 
 
-async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
+def load_security(args: argparse.Namespace, config: ServeConfig) -> Any:
+    """Listeners, TLS contexts and SASL settings (`BrokerSecurity`), and the parsed `--add-scram` values;
+    `ValueError` names the wrong setting."""
+    from .security.broker_security import BrokerSecurity
+    from .security.scram_credentials import parse_add_scram
+
+    scram = [parse_add_scram(text) for text in getattr(args, "add_scram", [])]
+    return BrokerSecurity.from_config(config, None, args.host, args.port), scram
+
+
+async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = None) -> int:
     from .broker import Broker
     from .security.authorizer import authorizer_for
+    from .security.broker_security import SECURITY_DIR
+    from .security.scram_credentials import ScramCredentialStore
 
     data_dir = Path(args.data)
     data_dir.mkdir(parents=True, exist_ok=True)
     authorizer = authorizer_for(config, data_dir)  # a bad ACL file stops the start here (ValueError, exit 2)
+    if security is not None:
+        security, scram = security
+        try:
+            security.store = ScramCredentialStore(data_dir / SECURITY_DIR)
+        except ValueError as exc:
+            print(f"sharegroup serve: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if scram:
+            security.store.apply(scram, [])
     store = await open_store(data_dir, config)
     try:
         share = await open_share_services(data_dir, config, store, args.share_state)
@@ -129,7 +158,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         await store.close()
         raise
     broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
-                    services={"share": share}, authorizer=authorizer)
+                    services={"share": share}, authorizer=authorizer, security=security)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -144,6 +173,10 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
             bind_manager_metrics(share.manager)  # Kafka's share metric names, read at scrape time
             metrics = serve_metrics(args.metrics_port)
             print(f"sharegroup serve: metrics on {metrics.url}", file=sys.stderr, flush=True)
+        if config["listeners"] is not None:
+            for listener in broker.security.listeners:
+                host, port = broker.bound[listener.name]
+                print(f"sharegroup serve: listener {listener.name} ({listener.protocol}) on {host}:{port}", flush=True)
         print(f"sharegroup serve: listening on {broker.host}:{broker.port} "
               f"(node {broker.node_id}, data {data_dir})", flush=True)
         await stop.wait()
@@ -175,13 +208,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        security = load_security(args, config)
+    except ValueError as exc:
+        print(f"sharegroup serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     for line in config.warnings:
         print(line, file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="sharegroup serve: %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(_serve(args, config))
+            return runner.run(_serve(args, config, security))
     except (OSError, ValueError) as exc:  # the port is taken, the data directory is not writable, a bad ACL file, ...
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -18,6 +18,8 @@ from . import (
     list_offsets,
     metadata,
     produce,
+    sasl,
+    scram_credentials,
     share_fetch,
     share_group,
     topic_deletion,
@@ -40,6 +42,8 @@ HANDLER_MODULES = (
     configs,
     list_offsets,
     acls,
+    sasl,
+    scram_credentials,
 )
 
 

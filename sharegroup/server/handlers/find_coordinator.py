@@ -83,7 +83,7 @@ def _entry(ctx: RequestContext, key: str, code: int, message: str | None) -> dic
         "key": key,
         "node_id": broker.node_id if ok else -1,
         "host": ctx.advertised_host if ok else "",
-        "port": broker.port if ok else -1,
+        "port": ctx.advertised_port if ok else -1,
         "error_code": code,
         "error_message": message,
     }

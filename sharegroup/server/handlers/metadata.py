@@ -66,7 +66,7 @@ def _envelope(ctx: RequestContext, request: Any, topics: list[dict[str, Any]]) -
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     return ctx.response({
         "throttle_time": 0,
-        "brokers": [{"node_id": broker.node_id, "host": ctx.advertised_host, "port": broker.port, "rack": None}],
+        "brokers": [{"node_id": broker.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port, "rack": None}],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,

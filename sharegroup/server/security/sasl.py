@@ -1,0 +1,308 @@
+"""Kafka's SASL state machine for SASL_PLAINTEXT and SASL_SSL connections (SaslHandshake + SaslAuthenticate).
+
+A `SaslAuthenticator` sits in front of a connection's handlers. Until the client has authenticated it
+sees every frame, and it lets through only what Kafka lets through:
+
+1. First request: ApiVersions (answered normally) or SaslHandshake. Anything else, or bytes that are
+   not a Kafka request at all, closes the connection at once, without an answer.
+2. After ApiVersions: only SaslHandshake (a second ApiVersions closes the connection).
+3. SaslHandshake names a mechanism. Enabled: the answer lists the enabled mechanisms and the exchange
+   starts. Not enabled: UNSUPPORTED_SASL_MECHANISM with the enabled list, sent after the failed-login
+   delay, then the connection closes. SaslHandshake v0 means the mechanism's tokens follow as raw
+   size-prefixed frames (no Kafka header); v1 means each token comes in a SaslAuthenticate request.
+4. During the exchange every request must be SaslAuthenticate: any other API gets its own error
+   response with ILLEGAL_SASL_STATE after the delay, then the connection closes.
+5. A failed login answers SASL_AUTHENTICATION_FAILED with Kafka's message (the mechanism's own text
+   for PLAIN, a generic text for SCRAM so the client cannot probe which users exist), sent after
+   `connection.failed.authentication.delay.ms`, then the connection closes. During the delay the
+   connection is muted: nothing else it sent is handled.
+6. Success: the principal is `User:<name>`; later requests go to the handlers. With
+   `connections.max.reauth.ms` > 0 and SaslAuthenticate v1+, the last answer carries the session
+   lifetime; the client re-authenticates with a new SaslHandshake (same mechanism, same principal)
+   before it runs out, and a connection whose session expired is closed at its next other request.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from enum import Enum
+from typing import Any, Awaitable, Callable
+
+from kio.schema.errors import ErrorCode
+
+from ..api import RequestContext
+from ..codec import (
+    API_VERSIONS_KEY,
+    DecodeFailure,
+    build,
+    decode_body,
+    decode_header,
+    encode_response,
+    request_class,
+    response_class,
+)
+from ..connection import CloseConnection
+from .sasl_mechanisms import MechanismServer, SaslAuthenticationFailed, SaslFailure
+
+__all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY"]
+
+log = logging.getLogger("sharegroup.server")
+
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+HANDSHAKE_VERSIONS = (0, 1)
+AUTHENTICATE_VERSIONS = (0, 2)
+NOT_KAFKA = ("Invalid request, potential reasons: kafka client configured with the wrong security protocol, "
+             "it does not support KIP-43 or it is not a kafka client.")
+
+
+class SaslState(Enum):
+    INITIAL_REQUEST = "INITIAL_REQUEST"
+    HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"  # after ApiVersions: only SaslHandshake
+    AUTHENTICATE = "AUTHENTICATE"
+    COMPLETE = "COMPLETE"
+    REAUTH_AUTHENTICATE = "REAUTH_AUTHENTICATE"
+    FAILED = "FAILED"
+
+
+class DelayedClose(CloseConnection):
+    """Close after `delay_s`, first sending `response` (a full frame, or None): a failed login."""
+
+    def __init__(self, reason: str, response: bytes | None, delay_s: float) -> None:
+        super().__init__(reason)
+        self.response = response
+        self.delay_s = delay_s
+
+
+HandleApi = Callable[[bytes], Awaitable[bytes | None]]
+
+
+class SaslAuthenticator:
+    """The SASL gate of one connection (see the module docstring for the rules)."""
+
+    def __init__(
+        self,
+        *,
+        mechanisms: list[str],
+        new_server: Callable[[str], MechanismServer],
+        registry: Any,
+        ctx_for: Callable[[Any], RequestContext],
+        handle_api: HandleApi,
+        failed_delay_ms: int,
+        max_reauth_ms: Callable[[str], int],
+        max_receive_size: int,
+        now_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000,
+    ) -> None:
+        self.mechanisms = list(mechanisms)
+        self._new_server = new_server
+        self._registry = registry  # the broker's HandlerRegistry (what ApiVersions and error responses use)
+        self._ctx_for = ctx_for  # a RequestContext for a decoded header (to build an API's error response)
+        self._handle_api = handle_api  # the connection's normal path (ApiVersions before the handshake)
+        self.failed_delay_s = failed_delay_ms / 1000
+        self._max_reauth_ms = max_reauth_ms  # connections.max.reauth.ms for a mechanism (0: no lifetime)
+        self.max_receive_size = max_receive_size
+        self._now_ms = now_ms
+        self.state = SaslState.INITIAL_REQUEST
+        self._server: MechanismServer | None = None
+        self._raw_tokens = False  # SaslHandshake v0: tokens come as raw frames
+        self._bad_reauth_mechanism: str | None = None  # the failure a re-authentication is bound to get
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+        self.session_expires_ms: int | None = None  # None: the session never expires
+        self._check()
+
+    def _check(self) -> None:
+        """Once authenticated there is a principal and a mechanism; an exchange in progress has its
+        mechanism server."""
+        if self.state in (SaslState.COMPLETE, SaslState.REAUTH_AUTHENTICATE):
+            assert self.principal is not None and self.mechanism is not None
+        if self.state in (SaslState.AUTHENTICATE, SaslState.REAUTH_AUTHENTICATE):
+            assert self._server is not None
+
+    @property
+    def authenticated(self) -> bool:
+        return self.state is SaslState.COMPLETE
+
+    @property
+    def frame_limit(self) -> int | None:
+        """The largest frame accepted now: `sasl.server.max.receive.size` until authenticated."""
+        return None if self.authenticated else self.max_receive_size
+
+    def wants(self, frame: bytes) -> bool:
+        """Whether this frame is the authenticator's (not yet authenticated, re-authentication, or
+        an expired session); after authentication the handlers serve everything else."""
+        if self.state is not SaslState.COMPLETE:
+            return True
+        key = int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
+        if key == SASL_HANDSHAKE_KEY:
+            return True
+        return self.session_expires_ms is not None and self._now_ms() >= self.session_expires_ms
+
+    # -- frames -------------------------------------------------------------------------------------
+
+    async def receive(self, frame: bytes) -> bytes | None:
+        """The answer to one frame, or `CloseConnection` / `DelayedClose`."""
+        try:
+            out = await self._receive(frame)
+        except CloseConnection:
+            self.state = SaslState.FAILED
+            raise
+        self._check()
+        return out
+
+    async def _receive(self, frame: bytes) -> bytes | None:
+        if self.state is SaslState.FAILED:
+            raise CloseConnection("SASL authentication already failed")
+        if self.state is SaslState.AUTHENTICATE and self._raw_tokens:
+            return await self._raw_token(frame)
+        try:
+            header, offset = decode_header(frame)
+        except DecodeFailure:
+            raise CloseConnection(NOT_KAFKA) from None
+        key, version = int(header.request_api_key), int(header.request_api_version)
+        if self.state is SaslState.COMPLETE:
+            if key != SASL_HANDSHAKE_KEY:  # wants() let it in: the session has expired
+                raise CloseConnection("the SASL session expired without re-authentication")
+            return await self._handshake(header, frame, offset, reauth=True)
+        if self.state in (SaslState.INITIAL_REQUEST, SaslState.HANDSHAKE_REQUEST):
+            if key == API_VERSIONS_KEY and self.state is SaslState.INITIAL_REQUEST:
+                out = await self._handle_api(frame)
+                if self._registry.get(key, version) is not None:
+                    self.state = SaslState.HANDSHAKE_REQUEST  # a bad version may be retried
+                return out
+            if key != SASL_HANDSHAKE_KEY:
+                raise CloseConnection(f"Unexpected Kafka request of type {_api_name(key)} during SASL handshake.")
+            return await self._handshake(header, frame, offset, reauth=False)
+        # AUTHENTICATE or REAUTH_AUTHENTICATE with Kafka headers
+        if key != SASL_AUTHENTICATE_KEY:
+            raise DelayedClose(
+                f"Unexpected Kafka request of type {_api_name(key)} during SASL authentication.",
+                self._illegal_state_response(header, frame, offset), self.failed_delay_s)
+        if not AUTHENTICATE_VERSIONS[0] <= version <= AUTHENTICATE_VERSIONS[1]:
+            raise CloseConnection(f"SaslAuthenticate version {version} is not supported")
+        request = _decode(SASL_AUTHENTICATE_KEY, version, frame, offset)
+        return await self._authenticate(header, version, bytes(request.auth_bytes))
+
+    async def _handshake(self, header: Any, frame: bytes, offset: int, *, reauth: bool) -> bytes:
+        version = int(header.request_api_version)
+        if not HANDSHAKE_VERSIONS[0] <= version <= HANDSHAKE_VERSIONS[1]:
+            raise CloseConnection(f"SaslHandshake version {version} is not supported")
+        if reauth and version == 0:
+            raise CloseConnection("re-authentication needs SaslHandshake v1")
+        request = _decode(SASL_HANDSHAKE_KEY, version, frame, offset)
+        mechanism = str(request.mechanism)
+
+        def answer(code: int) -> bytes:
+            body = build(response_class(SASL_HANDSHAKE_KEY, version),
+                         {"error_code": code, "mechanisms": self.mechanisms})
+            return encode_response(header.correlation_id, body)
+
+        if mechanism not in self.mechanisms:
+            raise DelayedClose(f"Unsupported SASL mechanism {mechanism}", answer(ErrorCode.unsupported_sasl_mechanism),
+                               self.failed_delay_s)
+        if reauth and mechanism != self.mechanism:
+            # Kafka accepts the handshake and fails the SaslAuthenticate that follows (REAUTH_BAD_MECHANISM).
+            self._bad_reauth_mechanism = (f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                                          f"re-authentication of mechanism '{self.mechanism}'")
+        self._server = self._new_server(mechanism)
+        self._raw_tokens = version == 0
+        if not reauth:
+            self.mechanism = mechanism
+        self.state = SaslState.REAUTH_AUTHENTICATE if reauth else SaslState.AUTHENTICATE
+        return answer(ErrorCode.none)
+
+    async def _authenticate(self, header: Any, version: int, token: bytes) -> bytes:
+        assert self._server is not None
+        reauth = self.state is SaslState.REAUTH_AUTHENTICATE
+        cls = response_class(SASL_AUTHENTICATE_KEY, version)
+        try:
+            if self._bad_reauth_mechanism is not None:
+                raise SaslAuthenticationFailed(self._bad_reauth_mechanism)
+            reply = await self._server.evaluate(token)
+        except (SaslAuthenticationFailed, SaslFailure) as exc:
+            log.info("SASL %s authentication failed: %s", self._server.mechanism, exc)
+            message = self._failure_message(exc, reauth)
+            body = build(cls, {"error_code": ErrorCode.sasl_authentication_failed, "error_message": message,
+                               "auth_bytes": b"", "session_lifetime": 0})
+            raise DelayedClose(message, encode_response(header.correlation_id, body), self.failed_delay_s) from None
+        lifetime_ms = 0
+        if self._server.complete:
+            principal = f"User:{self._server.user}"
+            if reauth and principal != self.principal:
+                message = (f"Cannot change principals during re-authentication from "
+                           f"{self.principal.replace(':', '.', 1) if self.principal else None}: "
+                           f"{principal.replace(':', '.', 1)}")
+                body = build(cls, {"error_code": ErrorCode.sasl_authentication_failed, "error_message": message,
+                                   "auth_bytes": b"", "session_lifetime": 0})
+                raise DelayedClose(message, encode_response(header.correlation_id, body), self.failed_delay_s)
+            self.principal = principal
+            self.state = SaslState.COMPLETE
+            self._server = None
+            assert self.mechanism is not None
+            max_reauth_ms = self._max_reauth_ms(self.mechanism)
+            if max_reauth_ms > 0 and version >= 1:
+                lifetime_ms = max_reauth_ms
+                self.session_expires_ms = self._now_ms() + lifetime_ms
+            else:
+                self.session_expires_ms = None
+        body = build(cls, {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": reply,
+                           "session_lifetime": lifetime_ms})
+        return encode_response(header.correlation_id, body)
+
+    async def _raw_token(self, frame: bytes) -> bytes:
+        """SaslHandshake v0: the frame is a bare token; the answer is a bare size-prefixed token."""
+        assert self._server is not None
+        try:
+            reply = await self._server.evaluate(frame)
+        except (SaslAuthenticationFailed, SaslFailure) as exc:
+            raise DelayedClose(f"SASL {self._server.mechanism} authentication failed: {exc}", None,
+                               self.failed_delay_s) from None
+        if self._server.complete:
+            self.principal = f"User:{self._server.user}"
+            self.state = SaslState.COMPLETE
+            self._server = None
+            self._raw_tokens = False
+            self.session_expires_ms = None  # v0 clients cannot re-authenticate: no session lifetime
+        return len(reply).to_bytes(4, "big") + reply
+
+    def _failure_message(self, exc: Exception, reauth: bool) -> str:
+        if isinstance(exc, SaslAuthenticationFailed):
+            return str(exc)
+        assert self._server is not None
+        during = "re-authentication" if reauth else "authentication"
+        return (f"Authentication failed during {during} due to invalid credentials with SASL mechanism "
+                f"{self._server.mechanism}")
+
+    def _illegal_state_response(self, header: Any, frame: bytes, offset: int) -> bytes | None:
+        """The API's own error response carrying ILLEGAL_SASL_STATE (None when it cannot be built)."""
+        ctx = self._ctx_for(header)
+        handler = self._registry.get(ctx.api_key, ctx.api_version)
+        cls = request_class(ctx.api_key, ctx.api_version)
+        if handler is None or handler.error_response is None or cls is None:
+            return None
+        try:
+            request = decode_body(cls, frame, offset)
+            return encode_response(header.correlation_id,
+                                   handler.error_response(ctx, request, ErrorCode.illegal_sasl_state))
+        except Exception:  # an undecodable or unanswerable request: closed without an answer
+            return None
+
+
+def _decode(key: int, version: int, frame: bytes, offset: int) -> Any:
+    cls = request_class(key, version)
+    assert cls is not None
+    try:
+        return decode_body(cls, frame, offset)
+    except DecodeFailure as exc:
+        raise CloseConnection(str(exc)) from None
+
+
+def _api_name(key: int) -> str:
+    """Kafka's ApiKeys name of an API (METADATA, SHARE_FETCH, ...), as its messages print it."""
+    for version in range(20):
+        cls = request_class(key, version)
+        if cls is not None:
+            return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__.removesuffix("Request")).upper()
+    return f"UNKNOWN({key})"
