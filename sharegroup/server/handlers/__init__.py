@@ -8,6 +8,8 @@ from __future__ import annotations
 from ..api import ApiHandler
 from . import (
     api_versions,
+    classic_group,
+    committed_offsets,
     configs,
     create_partitions,
     fetch,
@@ -38,6 +40,8 @@ HANDLER_MODULES = (
     create_partitions,
     configs,
     list_offsets,
+    classic_group,
+    committed_offsets,
 )
 
 
