@@ -31,7 +31,7 @@ class ClassicEnv:
         self.clock = clock or ManualClock(1_000_000)
         self.topics = InMemoryTopics()
         self.topics.create_topic("t", 4)
-        self.sink = sink or MemoryRecordSink()
+        self.sink = sink if sink is not None else MemoryRecordSink()
         config.setdefault("initial_rebalance_delay_ms", DELAY_MS)
         self.config = ClassicGroupConfig(**config)
         self.gc = GroupCoordinator(persister=InMemoryPersister(clock=self.clock), topics=self.topics,
@@ -42,6 +42,7 @@ class ClassicEnv:
         return self
 
     async def settle(self) -> None:
+        """Let started requests run to their parking point (the memory sink never waits)."""
         for _ in range(10):
             await asyncio.sleep(0)
 
