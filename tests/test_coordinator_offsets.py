@@ -218,3 +218,13 @@ def test_malformed_offset_requests_are_invalid_request():
         assert info.value.error is Errors.INVALID_GROUP_ID
         assert len(env.sink) == 0
     run(body)
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets_in_every_group():
+    async def body(env):
+        await env.gc.offset_commit("a", -1, "", commits(1, 2))
+        await env.gc.offset_commit("b", -1, "", [CommitRequest(T, 0, 3), CommitRequest("keep", 0, 4)])
+        assert await env.gc.delete_topic_offsets(T) == 3
+        assert await env.gc.offset_fetch("a") == {}
+        assert await env.gc.offset_fetch("b") == {("keep", 0): CommittedOffset(4, -1, "")}
+    run(body)

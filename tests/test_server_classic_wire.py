@@ -262,3 +262,11 @@ def test_list_groups_filters_groups_the_client_may_not_describe(broker, client):
     listed = request(client, LIST, 5, {"states_filter": [], "types_filter": []})
     assert [(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in listed.groups] == [
         ("visible", "classic", "", "Empty")]
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(broker, client):
+    assert codes(commit(client, 9, group="simple")) == [("t", 0, NONE)]
+    deleted = request(client, 20, 5, {"topic_names": ["t"], "timeout": 1000})
+    assert deleted.responses[0].error_code == NONE
+    fetched = request(client, OFFSET_FETCH, 7, {"group_id": "simple", "topics": None, "require_stable": False})
+    assert (fetched.error_code, fetched.topics) == (NONE, ())

@@ -265,6 +265,16 @@ class ClassicGroupsApi:
         async with self._store.locks.hold(group_id):
             return await self._offsets.delete(group_id, wanted)
 
+    async def delete_topic_offsets(self, topic: str) -> int:
+        """A topic was deleted: every group's committed offsets of it go too (as Kafka does when the
+        topic's partitions are deleted). Returns how many were deleted."""
+        self._store.check_loaded()
+        deleted = 0
+        for group_id in sorted(g for g, held in self._store.offsets.items() if any(t == topic for t, _p in held)):
+            async with self._store.locks.hold(group_id):
+                deleted += await self._offsets.delete_topic(group_id, topic)
+        return deleted
+
     async def expire_offsets(self) -> int:
         """One retention pass over every group with committed offsets (and every Empty classic group):
         returns how many offsets expired."""

@@ -174,6 +174,12 @@ class CommittedOffsets:
         await self.store.commit(records)
         return results
 
+    async def delete_topic(self, group_id: str, topic: str) -> int:
+        """Tombstone the group's offsets of a deleted topic, whatever the group's state."""
+        gone = [tp for tp in sorted(self.store.offsets.get(group_id, {})) if tp[0] == topic]
+        await self.store.commit([Record(OffsetCommitKey(group_id, *tp), None) for tp in gone])
+        return len(gone)
+
     # -- retention ------------------------------------------------------------------------------------
 
     async def expire(self, group_id: str) -> list[TopicPartition]:
