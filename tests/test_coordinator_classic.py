@@ -304,7 +304,10 @@ def test_group_types_clash_as_in_kafka():
         assert info.value.error is Errors.GROUP_ID_NOT_FOUND and "not a share group" in info.value.message
         with pytest.raises(ShareError) as info:
             env.gc.describe_group(G)
-        assert info.value.error is Errors.GROUP_ID_NOT_FOUND
+        assert info.value.error is Errors.GROUP_ID_NOT_FOUND and "not a share group" in info.value.message
+        with pytest.raises(ShareError) as info:
+            await env.gc.alter_offsets(G, {})
+        assert info.value.error is Errors.GROUP_ID_NOT_FOUND and env.gc.group_type(G) == "classic"
         assert env.gc.describe_groups(["sg"])[0].error is Errors.GROUP_ID_NOT_FOUND
     run(body)
 

@@ -190,6 +190,7 @@ class GroupCoordinator(ClassicGroupsApi):
         """State, epochs, and every member with its subscription and current assignment."""
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
+        self._require_share_type(group_id)
         return self._admin.describe_group(group_id)
 
     async def describe_offsets(self, group_id: str) -> dict[uuid.UUID, dict[int, OffsetInfo]]:
@@ -201,6 +202,7 @@ class GroupCoordinator(ClassicGroupsApi):
         """
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
+        self._require_share_type(group_id)
         return await self._admin.describe_offsets(group_id)
 
     async def alter_offsets(
