@@ -158,3 +158,24 @@ def test_static_members_that_do_not_rejoin_stay_through_the_join_phase():
         assert sorted(m.group_instance_id for m in result.members) == ["i-a", "i-b"]
         assert result.generation_id == generation + 1
     run(body)
+
+
+def test_when_no_member_rejoins_the_join_phase_waits_again_and_the_leader_stays():
+    async def body(env):
+        generation, ids = await static_group(env)
+        leader = env.gc._store.classic_groups[G].leader_id
+        newcomer = env.join(await env.new_member())
+        await env.settle()
+        assert env.state() == "PreparingRebalance"
+        joined = newcomer  # it leaves again before the phase ends: now nobody is waiting in the phase
+        await env.gc.leave_group(G, [(m.member_id, None) for m in env.gc.describe_groups([G])[0].members
+                                     if m.group_instance_id is None])
+        await env.settle()
+        assert joined.result().error is Errors.UNKNOWN_MEMBER_ID
+        for _ in range(3):  # the static members stay alive (heartbeats) but do not rejoin
+            await env.advance(7_000)
+            for instance, member_id in ids.items():
+                assert await env.gc.heartbeat(G, generation, member_id, instance) is Errors.REBALANCE_IN_PROGRESS
+        assert env.state() == "PreparingRebalance"
+        assert env.gc._store.classic_groups[G].leader_id == leader
+    run(body)

@@ -256,12 +256,14 @@ class ClassicGroup:
 
     def elect_joined_leader(self) -> bool:
         """Make sure the leader is a member that rejoined (Kafka's maybeElectNewJoinedLeader);
-        False when no member rejoined."""
+        False (the leader unchanged) when no member rejoined."""
         if self.leader_id is not None and self.members[self.leader_id].awaiting_join:
             return True
         joined = next((m for m, member in self.members.items() if member.awaiting_join), None)
+        if joined is None:
+            return False
         self.leader_id = joined
-        return joined is not None
+        return True
 
     def update_member(self, member: ClassicGroupMember, protocols: tuple[tuple[str, bytes], ...],
                       rebalance_timeout_ms: int, session_timeout_ms: int,
