@@ -185,3 +185,29 @@ def test_committed_offsets_survive_a_sigkill_and_the_restarted_consumer_resumes_
         second.close()
     finally:
         server.terminate()
+
+
+def test_admin_client_describes_lists_alters_and_deletes_consumer_groups(broker):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    create_topic(broker.bootstrap, "admin-t", 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    member = Member(broker.bootstrap, "described", "admin-t", "m")
+    try:
+        poll_all_until([member], lambda: len(member.assigned) == 2, "an assignment")
+        described = admin.describe_consumer_groups(["described"], request_timeout=WAIT_S)["described"].result(WAIT_S)
+        assert (described.group_id, described.state.name, described.partition_assignor) == ("described", "STABLE", "range")
+        assert [sorted(p.partition for p in m.assignment.topic_partitions) for m in described.members] == [[0, 1]]
+    finally:
+        member.close()
+    # An admin commit (generation -1) on a new group id creates a simple group.
+    altered = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        "admin-only", [TopicPartition("admin-t", 0, 5), TopicPartition("admin-t", 1, 9)])])["admin-only"].result(WAIT_S)
+    assert sorted((p.partition, p.offset, p.error) for p in altered.topic_partitions) == [(0, 5, None), (1, 9, None)]
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("admin-only")])["admin-only"].result(WAIT_S)
+    assert sorted((p.topic, p.partition, p.offset) for p in listed.topic_partitions) == [("admin-t", 0, 5), ("admin-t", 1, 9)]
+    groups = {g.group_id: g for g in admin.list_consumer_groups(request_timeout=WAIT_S).result(WAIT_S).valid}
+    assert groups["admin-only"].is_simple_consumer_group and groups["described"].state.name == "EMPTY"
+    deletions = admin.delete_consumer_groups(["admin-only", "described"], request_timeout=WAIT_S)
+    assert [deletions[g].result(WAIT_S) for g in ("admin-only", "described")] == [None, None]
+    assert broker.share.coordinator.list_groups() == []
