@@ -216,6 +216,10 @@ def test_malformed_offset_requests_are_invalid_request():
         with pytest.raises(ShareError) as info:
             await env.gc.offset_commit("", -1, "", commits(1))
         assert info.value.error is Errors.INVALID_GROUP_ID
+        for call in (env.gc.offset_fetch("g", [("t", "0")]), env.gc.offset_delete("g", [("t",)])):
+            with pytest.raises(ShareError) as info:
+                await call
+            assert info.value.error is Errors.INVALID_REQUEST
         assert len(env.sink) == 0
     run(body)
 

@@ -55,6 +55,16 @@ def _text(value: Any, name: str, optional: bool = False) -> Any:
     return value
 
 
+def _partitions(partitions: Any) -> list[tuple[str, int]]:
+    """(topic name, partition index) pairs; anything else is INVALID_REQUEST."""
+    out = []
+    for item in partitions:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and is_plain_int(item[1])):
+            raise invalid(f"a partition must be (topic name, partition index), got {item!r}")
+        out.append((item[0], item[1]))
+    return out
+
+
 def _int32(value: Any, name: str, lo: int = -_INT32_MAX - 1) -> int:
     if not is_plain_int(value) or not lo <= value <= _INT32_MAX:
         raise invalid(f"{name} must be an int32 >= {lo}, got {value!r}.")
@@ -249,7 +259,7 @@ class ClassicGroupsApi:
                            require_stable: bool = False) -> dict[tuple[str, int], CommittedOffset]:
         """OffsetFetch of the partitions asked (None: every committed offset of the group)."""
         group_id = _group_id(group_id)
-        wanted = None if partitions is None else [(str(t), int(p)) for t, p in partitions]
+        wanted = None if partitions is None else _partitions(partitions)
         self._store.check_loaded()
         member_id = _text(member_id, "MemberId", True)
         member_epoch = _int32(member_epoch, "MemberEpoch")
@@ -260,7 +270,7 @@ class ClassicGroupsApi:
         """OffsetDelete: group-level refusals raise ShareError (GROUP_ID_NOT_FOUND, GROUP_NOT_EMPTY);
         per partition NONE or GROUP_SUBSCRIBED_TO_TOPIC."""
         group_id = _group_id(group_id)
-        wanted = [(str(t), int(p)) for t, p in partitions]
+        wanted = _partitions(partitions)
         self._store.check_loaded()
         async with self._store.locks.hold(group_id):
             return await self._offsets.delete(group_id, wanted)
