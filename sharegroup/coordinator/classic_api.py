@@ -330,4 +330,16 @@ class ClassicGroupsApi:
             assert group.group_id == group_id
             assert group_id not in self._store.groups, f"{group_id} is both a share and a classic group"
             group._check(max_size)
+            # Every deadline the protocol relies on is armed: a session for each member not kept
+            # alive by a parked request and for each pending member, the join phase's end while
+            # preparing, the sync deadline while completing.
+            for member_id, member in group.members.items():
+                if not (member.awaiting_join or member.awaiting_sync):
+                    assert ("heartbeat", group_id, member_id) in self._timers, (group_id, member_id)
+            for member_id in group.pending_members:
+                assert ("heartbeat", group_id, member_id) in self._timers, (group_id, member_id)
+            if group.in_state(ClassicGroupState.PREPARING_REBALANCE):
+                assert ("join", group_id) in self._timers, group_id
+            if group.in_state(ClassicGroupState.COMPLETING_REBALANCE):
+                assert ("sync", group_id) in self._timers, group_id
         self._timers._check()
