@@ -6,6 +6,8 @@ the lock is released. The work itself lives with what it concerns:
 
 - `heartbeat.py`: joins, heartbeats, leaves, session expiry, the target assignment;
 - `admin.py`: describe, alter and delete offsets, delete group;
+- `classic_api.py` (a base class): classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+  DescribeGroups, ListGroups) and committed offsets (OffsetCommit, OffsetFetch, OffsetDelete);
 - `partition_lifecycle.py`: two-stage initialization and deletion of share-partition state through
   the Persister protocol;
 - `group_store.py` (groups moved only by committed records, group locks) and `record_helpers.py`
@@ -19,9 +21,11 @@ import uuid
 from typing import Callable, Iterable, Mapping
 
 from ..clock import Clock, SystemClock
-from ..errors import Errors
+from ..errors import Errors, ShareError
 from ..persistence import Persister
 from .admin import ShareGroupAdmin, check_offsets_request
+from .classic_api import ClassicGroupsApi
+from .classic_config import ClassicGroupConfig
 from .config import GroupConfig
 from .group_store import GroupStore
 from .heartbeat import Membership
@@ -46,9 +50,9 @@ __all__ = ["GroupCoordinator", "PERSISTER_ATTEMPTS"]
 log = logging.getLogger(__name__)
 
 
-class GroupCoordinator:
+class GroupCoordinator(ClassicGroupsApi):
     """Share-group membership, the simple assignor, share-partition initialization/deletion and the
-    admin offsets APIs; see the module docstring."""
+    admin offsets APIs, classic groups and committed offsets; see the module docstring."""
 
     def __init__(
         self,
@@ -60,9 +64,11 @@ class GroupCoordinator:
         record_sink: RecordSink | None = None,
         listener: GroupListener | None = None,
         group_timing: Callable[[str], tuple[int, int] | None] | None = None,
+        classic_config: ClassicGroupConfig = ClassicGroupConfig(),
     ) -> None:
         """`group_timing(group_id)` optionally gives a group's own (session timeout ms, heartbeat
-        interval ms), e.g. from its group configs; None keeps `config`'s."""
+        interval ms), e.g. from its group configs; None keeps `config`'s. `classic_config` holds the
+        classic-group and offset settings (`group.min.session.timeout.ms`, ...)."""
         if not isinstance(persister, Persister):
             raise TypeError(f"persister must implement sharegroup.persistence.Persister, got {persister!r}")
         if not (callable(getattr(topics, "lookup", None)) and callable(getattr(topics, "latest_offset", None))):
@@ -73,6 +79,8 @@ class GroupCoordinator:
             raise TypeError(f"config must be a GroupConfig, got {config!r}")
         if record_sink is not None and not isinstance(record_sink, RecordSink):
             raise TypeError(f"record_sink must provide async append(records) and read_all(), got {record_sink!r}")
+        if not isinstance(classic_config, ClassicGroupConfig):
+            raise TypeError(f"classic_config must be a ClassicGroupConfig, got {classic_config!r}")
         if listener is not None and not isinstance(listener, GroupListener):
             raise TypeError(
                 f"listener must provide async on_member_left, on_group_deleted and on_offsets_deleted, got {listener!r}"
@@ -85,6 +93,7 @@ class GroupCoordinator:
         self._lifecycle = PartitionStateLifecycle(self._store, persister)
         self._membership = Membership(self._store, self._lifecycle, topics, clock, config, group_timing)
         self._admin = ShareGroupAdmin(self._store, self._lifecycle, topics)
+        self._init_classic(classic_config)
 
     # -- properties --------------------------------------------------------------------------------
 
@@ -109,7 +118,9 @@ class GroupCoordinator:
         COORDINATOR_LOAD_IN_PROGRESS until then) and not concurrently with other operations. A record
         that does not fit raises ValueError: a corrupt record is never skipped silently.
         """
-        self._store.load(self._clock.now_ms() + self._config.session_timeout_ms)
+        now_ms = self._clock.now_ms()
+        self._store.load(now_ms + self._config.session_timeout_ms, now_ms)
+        self._load_classic()
 
     # -- ShareGroupHeartbeat and sessions ------------------------------------------------------------
 
@@ -137,6 +148,7 @@ class GroupCoordinator:
         client_id = check_text(client_id, "ClientId")
         client_host = check_text(client_host, "ClientHost")
         self._store.check_loaded()
+        self._require_share_type(group_id)
         events = _Events()
         try:
             async with self._store.locks.hold(group_id):
@@ -178,6 +190,7 @@ class GroupCoordinator:
         """State, epochs, and every member with its subscription and current assignment."""
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
+        self._require_share_type(group_id)
         return self._admin.describe_group(group_id)
 
     async def describe_offsets(self, group_id: str) -> dict[uuid.UUID, dict[int, OffsetInfo]]:
@@ -189,6 +202,7 @@ class GroupCoordinator:
         """
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
+        self._require_share_type(group_id)
         return await self._admin.describe_offsets(group_id)
 
     async def alter_offsets(
@@ -204,6 +218,7 @@ class GroupCoordinator:
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         request = check_offsets_request(offsets)
         self._store.check_loaded()
+        self._require_share_type(group_id)
         events = _Events()
         try:
             async with self._store.locks.hold(group_id):
@@ -244,6 +259,10 @@ class GroupCoordinator:
         is raised; calling again retries. The listener's `on_group_deleted` follows a deletion."""
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
+        if self._store.group_type(group_id) == "classic":
+            async with self._store.locks.hold(group_id):
+                await self._delete_classic_group(group_id)
+            return
         events = _Events()
         try:
             async with self._store.locks.hold(group_id):
@@ -273,6 +292,12 @@ class GroupCoordinator:
                 await self._notify(events)
         return outcomes
 
+    def _require_share_type(self, group_id: str) -> None:
+        """A share-group API on a group of another type is GROUP_ID_NOT_FOUND, as Kafka answers."""
+        kind = self._store.group_type(group_id)
+        if kind is not None and kind != "share":
+            raise ShareError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+
     # -- listener ------------------------------------------------------------------------------------
 
     async def _notify(self, events: "_Events") -> None:
@@ -293,8 +318,10 @@ class GroupCoordinator:
         for group_id, group in self._store.groups.items():
             assert group.group_id == group_id
             group._check(self._config.max_size)
+        self._check_classic()
         if replay:
             assert self._store.dump() == self._store.replayed_dump(), "replay differs"
+            assert self._store.classic_dump() == self._store.replayed_classic_dump(), "classic replay differs"
 
     def _dump(self) -> dict[str, dict]:
         """Every group's persisted state in a comparable form (what `load` must reproduce)."""

@@ -10,7 +10,11 @@ writes in its shard.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
 from ..errors import Errors, ShareError
+from .classic_group import ClassicGroup, replay_classic_record
+from .classic_records import CLASSIC_VALUE_TYPES
 from .group import ShareGroup
 from .records import Record, RecordSink, ShareGroupMetadataKey, VALUE_TYPES
 
@@ -18,29 +22,36 @@ __all__ = ["GroupLocks", "GroupStore", "replay_into"]
 
 
 class GroupStore:
-    """Every share group by id, the record sink they are persisted to, and the group locks."""
+    """Every group by id (share groups in `groups`, classic ones in `classic_groups`), the committed
+    offsets (`offsets`: group id -> (topic, partition) -> OffsetCommitValue), the record sink they are
+    persisted to, and the group locks."""
 
     def __init__(self, sink: RecordSink, *, loaded: bool) -> None:
         self.sink = sink
         # A sink handed in may hold records of an earlier run: serve only after `load` replayed them.
         self.loaded = loaded
         self.groups: dict[str, ShareGroup] = {}
+        self.classic_groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[tuple[str, int], Any]] = {}
         self.locks = GroupLocks()
+        self.now_ms = 0  # the time classic records replayed while serving are stamped with
 
-    def load(self, session_deadline_ms: int) -> None:
-        """Rebuild every group from `sink.read_all()`; every member's session ends at
+    def load(self, session_deadline_ms: int, now_ms: int = 0) -> None:
+        """Rebuild every group from `sink.read_all()`; every share member's session ends at
         `session_deadline_ms` (sessions are not persisted). A record that does not fit raises
         ValueError: a corrupt record is never skipped silently, and nothing changes then."""
         groups: dict[str, ShareGroup] = {}
+        classic: dict[str, ClassicGroup] = {}
+        offsets: dict[str, dict] = {}
         for index, record in enumerate(self.sink.read_all()):
             try:
-                replay_into(groups, record)
+                replay_into(groups, record, classic, offsets, loading=True, now_ms=now_ms)
             except (ValueError, TypeError, AttributeError) as exc:
                 raise ValueError(f"group coordinator record #{index} cannot be replayed: {exc}") from exc
         for group in groups.values():
             for member_id in group.members:
                 group.touch_session(member_id, session_deadline_ms)
-        self.groups = groups
+        self.groups, self.classic_groups, self.offsets = groups, classic, offsets
         self.loaded = True
 
     def check_loaded(self) -> None:
@@ -64,7 +75,15 @@ class GroupStore:
         except Exception as exc:
             raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"Appending group coordinator records failed: {exc}") from exc
         for record in records:
-            replay_into(self.groups, record)
+            replay_into(self.groups, record, self.classic_groups, self.offsets, loading=False, now_ms=self.now_ms)
+
+    def group_type(self, group_id: str) -> str | None:
+        """"share" or "classic" for an existing group, None when there is none."""
+        if group_id in self.groups:
+            return "share"
+        if group_id in self.classic_groups:
+            return "classic"
+        return None
 
     def dump(self) -> dict[str, dict]:
         """Every group's persisted state in a comparable form (what `load` must reproduce)."""
@@ -75,16 +94,39 @@ class GroupStore:
         without side effects)."""
         rebuilt: dict[str, ShareGroup] = {}
         for record in self.sink.read_all():
-            replay_into(rebuilt, record)
+            replay_into(rebuilt, record, {}, {}, loading=True)
         return {group_id: group.dump() for group_id, group in sorted(rebuilt.items())}
 
+    def classic_dump(self) -> dict[str, Any]:
+        """What the sink holds for classic groups and offsets, as this store believes it (the last
+        record written for each classic group; every committed offset)."""
+        return {"groups": {g: group.last_record for g, group in sorted(self.classic_groups.items())
+                           if group.last_record is not None},
+                "offsets": {g: dict(sorted(held.items())) for g, held in sorted(self.offsets.items())}}
 
-def replay_into(groups: dict[str, ShareGroup], record: Record) -> None:
-    """Apply one record to a map of groups: the group metadata tombstone deletes a group, any other
-    record of an unknown group creates it (a tombstone of an unknown group is a no-op)."""
+    def replayed_classic_dump(self) -> dict[str, Any]:
+        classic: dict[str, ClassicGroup] = {}
+        offsets: dict[str, dict] = {}
+        for record in self.sink.read_all():
+            replay_into({}, record, classic, offsets, loading=True)
+        return {"groups": {g: group.last_record for g, group in sorted(classic.items())
+                           if group.last_record is not None},
+                "offsets": {g: dict(sorted(held.items())) for g, held in sorted(offsets.items())}}
+
+
+def replay_into(groups: dict[str, ShareGroup], record: Record, classic_groups: dict[str, ClassicGroup] | None = None,
+                offsets: dict[str, dict] | None = None, *, loading: bool = True, now_ms: int = 0) -> None:
+    """Apply one record: share-group records to `groups` (the group metadata tombstone deletes a group,
+    any other record of an unknown group creates it; a tombstone of an unknown group is a no-op),
+    classic-group and offset records to `classic_groups` and `offsets`."""
     key, value = record
     if type(key) not in VALUE_TYPES:
         raise ValueError(f"unknown group coordinator record key {key!r}")
+    if type(key) in CLASSIC_VALUE_TYPES:
+        if classic_groups is None or offsets is None:
+            raise ValueError(f"a classic record needs the classic maps: {key!r}")
+        replay_classic_record(classic_groups, offsets, groups, record, loading, now_ms)
+        return
     group = groups.get(key.group_id)
     if value is None:
         if type(key) is ShareGroupMetadataKey:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, Protocol, Sequence, Union, runtime_checkable
 
 from ..errors import Errors, ShareError
+from .classic_records import CLASSIC_VALUE_TYPES
 
 __all__ = [
     "TopicPartitions",
@@ -164,6 +165,8 @@ VALUE_TYPES: dict[type, type] = {
     ShareGroupCurrentMemberAssignmentKey: ShareGroupCurrentMemberAssignmentValue,
     ShareGroupStatePartitionMetadataKey: ShareGroupStatePartitionMetadataValue,
 }
+# Classic groups and committed offsets (record types 1 and 2) go to the same sink.
+VALUE_TYPES.update(CLASSIC_VALUE_TYPES)
 
 
 class Record(NamedTuple):

@@ -109,6 +109,14 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("authorizer.class.name", "string", "", doc="ACL authorization (see AUTHORIZER_CLASS_NAMES); empty: none"),
     ConfigDef("super.users", "string", "", doc="principals allowed everything, ';'-separated (User:admin;User:ops)"),
     ConfigDef("allow.everyone.if.no.acl.found", "boolean", False, doc="allow actions on resources without any ACL"),
+    # Classic groups and committed offsets (GroupCoordinatorConfig / OffsetConfig).
+    ConfigDef("group.min.session.timeout.ms", "int", 6_000, 0, doc="shortest JoinGroup session timeout"),
+    ConfigDef("group.max.session.timeout.ms", "int", 1_800_000, 0, doc="longest JoinGroup session timeout"),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3_000, 0, doc="first rebalance of an empty group waits this"),
+    ConfigDef("group.max.size", "int", 2_147_483_647, 1, doc="members of one classic group"),
+    ConfigDef("offsets.retention.minutes", "int", 10_080, 1, doc="committed offsets of idle groups expire after this"),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600_000, 1, doc="how often offsets expire"),
+    ConfigDef("offset.metadata.max.bytes", "int", 4_096, 0, doc="longest committed offset metadata"),
 )
 
 # The authorizer class names that enable ACL authorization (Kafka's KRaft and ZooKeeper-era names; both
@@ -184,8 +192,7 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms group.consumer.max.session.timeout.ms
     group.consumer.max.size group.consumer.migration.policy group.consumer.min.heartbeat.interval.ms
     group.consumer.min.session.timeout.ms group.consumer.session.timeout.ms group.coordinator.append.linger.ms
-    group.coordinator.rebalance.protocols group.coordinator.threads group.initial.rebalance.delay.ms
-    group.max.session.timeout.ms group.max.size group.min.session.timeout.ms group.streams.heartbeat.interval.ms
+    group.coordinator.rebalance.protocols group.coordinator.threads group.streams.heartbeat.interval.ms
     group.streams.max.heartbeat.interval.ms group.streams.max.session.timeout.ms group.streams.max.size
     group.streams.min.heartbeat.interval.ms group.streams.min.session.timeout.ms group.streams.num.standby.replicas
     group.streams.session.timeout.ms initial.broker.registration.timeout.ms inter.broker.listener.name
@@ -207,8 +214,8 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     metadata.log.max.snapshot.interval.ms metadata.log.segment.bytes metadata.log.segment.ms metadata.max.idle.interval.ms
     metadata.max.retention.bytes metadata.max.retention.ms metric.reporters metrics.num.samples metrics.recording.level
     metrics.sample.window.ms min.insync.replicas node.id num.io.threads num.network.threads num.recovery.threads.per.data.dir
-    num.replica.alter.log.dirs.threads num.replica.fetchers offset.metadata.max.bytes offsets.commit.timeout.ms
-    offsets.load.buffer.size offsets.retention.check.interval.ms offsets.retention.minutes offsets.topic.compression.codec
+    num.replica.alter.log.dirs.threads num.replica.fetchers offsets.commit.timeout.ms
+    offsets.load.buffer.size offsets.topic.compression.codec
     offsets.topic.num.partitions offsets.topic.replication.factor offsets.topic.segment.bytes principal.builder.class
     process.roles producer.id.expiration.check.interval.ms producer.purgatory.purge.interval.requests
     queued.max.request.bytes quota.window.num quota.window.size.seconds remote.log.storage.system.enable
@@ -367,6 +374,8 @@ def _check_ranges(values: Mapping[str, Any]) -> None:
             raise ValueError(f"{key} must be in [{lo}, {hi}] ({lo_key}, {hi_key}), got {value}")
     if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
         raise ValueError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+    if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
+        raise ValueError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
 
 
 def _check_authorizer(values: Mapping[str, Any]) -> None:

@@ -10,12 +10,13 @@ fsync'd before the call returns, so a group change either survives a crash whole
 At open every frame is replayed; a torn or corrupt tail (a crash in the middle of a write) is cut off,
 since the append it belonged to never returned. Keys and values are the coordinator's frozen
 dataclasses and NamedTuples of str, int, UUID and tuples; they are written with their class name and
-fields, and a name that is not a record class is refused (ValueError), never guessed.
+fields (bytes as base64), and a name that is not a record class is refused (ValueError), never guessed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import os
@@ -25,6 +26,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..coordinator import classic_records
 from ..coordinator import records as rec
 
 __all__ = ["FileRecordSink", "encode_records", "decode_records"]
@@ -35,7 +37,8 @@ _MAX_FRAME_BYTES = 64 << 20  # a larger length is corruption, not a record list
 
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (*rec.VALUE_TYPES, *rec.VALUE_TYPES.values(), rec.TopicPartitions, rec.TopicMetadata)
+    for cls in (*rec.VALUE_TYPES, *rec.VALUE_TYPES.values(), rec.TopicPartitions, rec.TopicMetadata,
+                *classic_records.NESTED_TYPES)
 }
 
 
@@ -44,6 +47,8 @@ def _encode(value: Any) -> Any:
         return value
     if isinstance(value, uuid.UUID):
         return {"u": value.hex}
+    if isinstance(value, bytes):  # a classic member's protocol metadata and assignment
+        return {"b": base64.b64encode(value).decode()}
     name = type(value).__name__
     if name in _CLASSES:
         if dataclasses.is_dataclass(value):
@@ -62,6 +67,8 @@ def _decode(data: Any) -> Any:
             return uuid.UUID(hex=data["u"])
         if "l" in data:
             return tuple(_decode(item) for item in data["l"])
+        if "b" in data:
+            return base64.b64decode(data["b"], validate=True)
         cls = _CLASSES.get(data.get("t", ""))
         if cls is None:
             raise ValueError(f"not a group record class: {data.get('t')!r}")

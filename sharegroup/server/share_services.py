@@ -8,6 +8,8 @@
   polls run on the real clock;
 - a timer that expires members whose session timed out (their records are released, their partitions
   reassigned);
+- the classic-group deadlines (join and sync phases, sessions) run as they come due, and committed
+  offsets expire every `offsets.retention.check.interval.ms`;
 - share sessions tied to the connection that opened them: when that connection closes, the session
   closes and its member's acquired records are released at once (Kafka's disconnect rule), unless a
   newer connection re-opened the session meanwhile.
@@ -29,13 +31,15 @@ from typing import Any
 
 from ..config import BrokerConfig, ShareGroupConfig
 from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
+from ..coordinator.classic_config import ClassicGroupConfig
 from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
 from .broker_config import ServeConfig
 from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
 
-__all__ = ["ShareServices", "StoreTopics", "broker_share_config", "group_share_config", "coordinator_config"]
+__all__ = ["ShareServices", "StoreTopics", "broker_share_config", "group_share_config", "coordinator_config",
+           "classic_config"]
 
 log = logging.getLogger("sharegroup.server")
 
@@ -77,6 +81,14 @@ def coordinator_config(config: ServeConfig) -> GroupConfig:
     )
 
 
+def classic_config(config: ServeConfig) -> ClassicGroupConfig:
+    """The classic-group and offset settings from the broker's `group.*` and `offset*` keys."""
+    return ClassicGroupConfig.from_properties({key: config[key] for key in (
+        "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
+        "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+        "offset.metadata.max.bytes")})
+
+
 class StoreTopics:
     """The coordinator's `TopicsLookup` over the topic store."""
 
@@ -113,6 +125,7 @@ class ShareServices:
         self._session_connection: dict[MemberKey, str] = {}
         self._connection_sessions: dict[str, set[MemberKey]] = {}
         self._expiry_task: asyncio.Task[None] | None = None
+        self._classic_tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     async def open(cls, data_dir: Path | str, config: ServeConfig, store: Any,
@@ -139,7 +152,8 @@ class ShareServices:
             manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
                                             coordinator=group_configs)
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
-                                           record_sink=sink, listener=manager, group_timing=group_configs.timing)
+                                           record_sink=sink, listener=manager, group_timing=group_configs.timing,
+                                           classic_config=classic_config(config))
             await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
         except BaseException:
             if sink is not None:
@@ -152,6 +166,33 @@ class ShareServices:
     async def start(self) -> None:
         await self.manager.start()
         self._expiry_task = asyncio.create_task(self._expire_members(), name="share member expiry")
+        self._classic_tasks = [
+            asyncio.create_task(self._run_classic_timers(), name="classic group timers"),
+            asyncio.create_task(self._expire_offsets(), name="offset retention"),
+        ]
+
+    async def _run_classic_timers(self) -> None:
+        """Run the classic groups' deadlines (join/sync phases, sessions) as they come due."""
+        while True:
+            await self.coordinator.wait_for_timers()
+            try:
+                await self.coordinator.run_timers()
+            except Exception:  # a failing pass must not stop later ones (logged, retried next deadline)
+                log.exception("classic group timers failed")
+                await asyncio.sleep(0.1)
+
+    async def _expire_offsets(self) -> None:
+        """Every `offsets.retention.check.interval.ms`, expire committed offsets past their retention."""
+        interval_s = self.coordinator.classic_config.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                expired = await self.coordinator.expire_offsets()
+            except Exception:
+                log.exception("offset retention failed")
+                continue
+            if expired:
+                log.info("committed offsets expired: %d", expired)
 
     async def _expire_members(self) -> None:
         """Expire members whose session timed out, a few times per session timeout (at most 1 s apart)."""
@@ -170,6 +211,9 @@ class ShareServices:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             await asyncio.gather(self._expiry_task, return_exceptions=True)
+        for task in self._classic_tasks:
+            task.cancel()
+        await asyncio.gather(*self._classic_tasks, return_exceptions=True)
         await self.manager.close()
         await self.persister.close()
         self.sink.close()

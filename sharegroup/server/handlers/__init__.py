@@ -9,6 +9,8 @@ from ..api import ApiHandler
 from . import (
     acls,
     api_versions,
+    classic_group,
+    committed_offsets,
     configs,
     create_partitions,
     fetch,
@@ -44,6 +46,8 @@ HANDLER_MODULES = (
     acls,
     sasl,
     scram_credentials,
+    classic_group,
+    committed_offsets,
 )
 
 

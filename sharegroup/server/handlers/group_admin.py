@@ -4,9 +4,10 @@ DescribeShareGroupOffsets (90) v0-1, AlterShareGroupOffsets (91) v0, DeleteShare
 Every call goes to the group coordinator (`share.coordinator`), which holds the group lock and drives
 the persister; this module only maps topic names to ids and the coordinator's answers to Kafka's shapes.
 
-- ListGroups lists every share group with protocol type "share", group type "share" and its state
-  (Empty or Stable); `states_filter` and `types_filter` match case-insensitively, an empty filter
-  matches all. This broker has no classic or consumer groups, so a filter of only those types lists none.
+- ListGroups lists every group with its protocol type, its group type (v5: "classic", "share", ...)
+  and its state; `states_filter` (v4+) and `types_filter` (v5) match case-insensitively, an empty
+  filter matches all. As in Kafka, DESCRIBE on the cluster lists every group, else only the groups the
+  client may DESCRIBE (the others are left out, never an error).
 - DeleteGroups answers per group: GROUP_ID_NOT_FOUND, GROUP_NOT_EMPTY or NONE (the share-partition
   state is deleted through the persister before the group's records).
 - DescribeShareGroupOffsets: start offset and lag per partition; `topics` null means every topic the
@@ -43,7 +44,6 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
 
-SHARE_TYPE = "share"
 NOT_AVAILABLE = int(Errors.COORDINATOR_NOT_AVAILABLE)
 GROUP_DENIED, TOPIC_DENIED = int(Errors.GROUP_AUTHORIZATION_FAILED), int(Errors.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED_MESSAGE, TOPIC_DENIED_MESSAGE = "Group authorization failed.", "Topic authorization failed."
@@ -65,22 +65,11 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
     share = _share(ctx)
     if share is None:
         return list_groups_error(ctx, request, NOT_AVAILABLE)
-    states = {s.lower() for s in getattr(request, "states_filter", ())}
-    types = {t.lower() for t in getattr(request, "types_filter", ())}
-    groups = []
-    every_group = ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
-    if not types or SHARE_TYPE in types:
-        for group_id in share.coordinator.group_ids:
-            if not every_group and not ctx.authorized(AclOperation.DESCRIBE, GROUP, group_id):
-                continue
-            try:
-                state = str(share.coordinator.describe_group(group_id).state)
-            except ShareError:  # deleted between listing and describing
-                continue
-            if states and state.lower() not in states:
-                continue
-            groups.append({"group_id": group_id, "protocol_type": SHARE_TYPE, "group_state": state,
-                           "group_type": SHARE_TYPE})
+    listings = share.coordinator.list_groups(getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        listings = [g for g in listings if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+               "group_type": g.group_type} for g in listings]
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups})
 
 

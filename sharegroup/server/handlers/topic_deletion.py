@@ -66,6 +66,7 @@ async def _delete_one(ctx: RequestContext, name: str | None, topic_id: Any) -> d
         failed = {g: e for g, e in (await share.coordinator.topic_deleted(info.topic_id)).items() if e != Errors.NONE}
         if failed:  # the topic is gone all the same; the state stays "deleting" and is retried on the next delete
             log.warning("topic %s deleted; share state of groups %s not deleted yet", info.name, sorted(failed))
+        await share.coordinator.delete_topic_offsets(info.name)  # committed offsets of consumer groups
     return _topic_result(info.name, info.topic_id, ErrorCode.none)
 
 

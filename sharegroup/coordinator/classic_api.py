@@ -1,0 +1,345 @@
+"""The GroupCoordinator's methods for classic groups and committed offsets (a base class of it).
+
+Every method validates its arguments (malformed input is INVALID_REQUEST, a missing group id
+INVALID_GROUP_ID), takes the group's lock, and leaves the work to `classic_protocol.ClassicGroups`
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, DeleteGroups) and
+`offsets.CommittedOffsets` (OffsetCommit, OffsetFetch, OffsetDelete, retention). A JoinGroup or
+SyncGroup that must wait for the rest of the group waits outside the lock.
+
+Group types clash as in Kafka: JoinGroup on a share group id is INCONSISTENT_GROUP_PROTOCOL; SyncGroup,
+Heartbeat and LeaveGroup on a group that is not classic are UNKNOWN_MEMBER_ID; DescribeGroups
+describes only classic groups (GROUP_ID_NOT_FOUND otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Iterable, Mapping
+
+from ..errors import Errors, ShareError
+from ..types import is_plain_int
+from .classic_group import ClassicGroup, ClassicGroupState
+from .classic_protocol import ClassicGroups, JoinRequest
+from .classic_responses import (
+    ClassicGroupDescription,
+    CommittedOffset,
+    GroupListing,
+    JoinGroupResult,
+    LeaveMemberResult,
+    SyncGroupResult,
+)
+from .classic_timers import ClassicTimers
+from .offsets import CommitRequest, CommittedOffsets, OffsetHooks
+from .validation import invalid
+
+__all__ = ["ClassicGroupsApi", "CommitRequest", "OffsetHooks"]
+
+log = logging.getLogger(__name__)
+
+_INT32_MAX = 2**31 - 1
+
+
+def _group_id(group_id: Any) -> str:
+    """Kafka refuses only a null or empty group id (INVALID_GROUP_ID); blanks are allowed."""
+    if not isinstance(group_id, str) or not group_id:
+        raise ShareError(Errors.INVALID_GROUP_ID, f"The group id must not be empty, got {group_id!r}.")
+    return group_id
+
+
+def _text(value: Any, name: str, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise invalid(f"{name} must be a string, got {value!r}.")
+    return value
+
+
+def _partitions(partitions: Any) -> list[tuple[str, int]]:
+    """(topic name, partition index) pairs; anything else is INVALID_REQUEST."""
+    out = []
+    for item in partitions:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and is_plain_int(item[1])):
+            raise invalid(f"a partition must be (topic name, partition index), got {item!r}")
+        out.append((item[0], item[1]))
+    return out
+
+
+def _int32(value: Any, name: str, lo: int = -_INT32_MAX - 1) -> int:
+    if not is_plain_int(value) or not lo <= value <= _INT32_MAX:
+        raise invalid(f"{name} must be an int32 >= {lo}, got {value!r}.")
+    return value
+
+
+class ClassicGroupsApi:
+    """Classic groups and committed offsets; mixed into GroupCoordinator, which sets `_store`,
+    `_clock` and calls `_init_classic`."""
+
+    _store: Any
+    _clock: Any
+
+    def _init_classic(self, config: Any) -> None:
+        self._classic_config = config
+        self._timers = ClassicTimers(self._clock)
+        self._classic = ClassicGroups(self._store, self._timers, self._clock, config)
+        self._offsets = CommittedOffsets(self._store, self._clock, config, self._store.group_type,
+                                         self._create_simple_group)
+        c = self._classic
+        self._offsets.register("classic", OffsetHooks(
+            validate_commit=c.validate_offset_commit,
+            validate_fetch=lambda group_id, member_id, member_epoch: None,
+            validate_delete=c.validate_offset_delete,
+            subscribed_topics=c.subscribed_topics,
+            expiration_base=c.offset_expiration_base,
+            is_empty=c.is_empty,
+        ))
+
+    @property
+    def classic_config(self) -> Any:
+        return self._classic_config
+
+    @property
+    def offsets(self) -> CommittedOffsets:
+        """The committed-offsets service; other group types `register` their OffsetHooks on it."""
+        return self._offsets
+
+    def group_type(self, group_id: str) -> str | None:
+        """"classic", "share" (or another registered type) of an existing group; None when missing."""
+        return self._store.group_type(group_id)
+
+    def _create_simple_group(self, group_id: str) -> None:
+        self._store.classic_groups[group_id] = ClassicGroup(group_id, self._clock.now_ms())
+
+    def _load_classic(self) -> None:
+        """After a load: every member of a loaded classic group gets a fresh session."""
+        for group in self._store.classic_groups.values():
+            for member in group.members.values():
+                self._classic.rebalancer.schedule_heartbeat(group, member)
+
+    # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -------------------------------------------------
+
+    async def join_group(self, group_id: str, member_id: str, protocol_type: str,
+                         protocols: Iterable[tuple[str, bytes]], session_timeout_ms: int,
+                         rebalance_timeout_ms: int = -1, group_instance_id: str | None = None,
+                         client_id: str = "", client_host: str = "",
+                         require_known_member_id: bool = True) -> JoinGroupResult:
+        """JoinGroup; waits until the join phase ends when the member must. `rebalance_timeout_ms` -1
+        means the session timeout (JoinGroup v0). Errors come back in the result, as Kafka answers them
+        (a malformed request raises ShareError INVALID_REQUEST)."""
+        group_id = _group_id(group_id)
+        member_id = _text(member_id, "MemberId")
+        protocol_type = _text(protocol_type, "ProtocolType")
+        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        session_timeout_ms = _int32(session_timeout_ms, "SessionTimeoutMs")
+        rebalance_timeout_ms = _int32(rebalance_timeout_ms, "RebalanceTimeoutMs", -1)
+        if rebalance_timeout_ms == -1:
+            rebalance_timeout_ms = session_timeout_ms
+        checked: list[tuple[str, bytes]] = []
+        for item in protocols:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                    and isinstance(item[1], (bytes, bytearray))):
+                raise invalid(f"a protocol must be (name, metadata bytes), got {item!r}")
+            checked.append((item[0], bytes(item[1])))
+        self._store.check_loaded()
+        if self._store.group_type(group_id) not in (None, "classic"):
+            return JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        request = JoinRequest(group_id, member_id, instance_id, protocol_type, tuple(checked), session_timeout_ms,
+                              max(rebalance_timeout_ms, 0), _text(client_id, "ClientId"),
+                              _text(client_host, "ClientHost"), bool(require_known_member_id))
+        async with self._store.locks.hold(group_id):
+            answer = await self._classic.join(request)
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         assignments: Mapping[str, bytes] | None = None, group_instance_id: str | None = None,
+                         protocol_type: str | None = None, protocol_name: str | None = None) -> SyncGroupResult:
+        """SyncGroup: the leader brings the assignment; everyone waits for it (CompletingRebalance) or
+        gets its current one (Stable)."""
+        group_id = _group_id(group_id)
+        generation_id = _int32(generation_id, "GenerationId")
+        member_id = _text(member_id, "MemberId")
+        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        assignments = dict(assignments or {})
+        for mid, data in assignments.items():
+            if not isinstance(mid, str) or not isinstance(data, (bytes, bytearray)):
+                raise invalid(f"an assignment must map member id -> bytes, got {mid!r}: {data!r}")
+        self._store.check_loaded()
+        if self._store.group_type(group_id) not in (None, "classic"):
+            return SyncGroupResult(Errors.UNKNOWN_MEMBER_ID)
+        async with self._store.locks.hold(group_id):
+            answer = await self._classic.sync(group_id, generation_id, member_id, instance_id,
+                                              _text(protocol_type, "ProtocolType", True),
+                                              _text(protocol_name, "ProtocolName", True),
+                                              {m: bytes(a) for m, a in assignments.items()})
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                        group_instance_id: str | None = None) -> Errors:
+        """Heartbeat: NONE, REBALANCE_IN_PROGRESS (rejoin), or why the member is not part of it."""
+        group_id = _group_id(group_id)
+        generation_id = _int32(generation_id, "GenerationId")
+        member_id = _text(member_id, "MemberId")
+        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        self._store.check_loaded()
+        async with self._store.locks.hold(group_id):
+            if self._store.group_type(group_id) not in (None, "classic"):
+                return Errors.UNKNOWN_MEMBER_ID
+            return self._classic.heartbeat(group_id, generation_id, member_id, instance_id)
+
+    async def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]) -> list[LeaveMemberResult]:
+        """LeaveGroup of one or more members (by member id, or by group instance id)."""
+        group_id = _group_id(group_id)
+        checked = [(_text(m, "MemberId"), _text(i, "GroupInstanceId", optional=True)) for m, i in members]
+        self._store.check_loaded()
+        async with self._store.locks.hold(group_id):
+            if self._store.group_type(group_id) not in (None, "classic"):
+                return [LeaveMemberResult(m, i, Errors.UNKNOWN_MEMBER_ID) for m, i in checked]
+            return await self._classic.leave(group_id, checked)
+
+    # -- describe, list, delete ---------------------------------------------------------------------
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[ClassicGroupDescription]:
+        """DescribeGroups: one description per id, in order (GROUP_ID_NOT_FOUND, state Dead, for a
+        group that does not exist or is not classic)."""
+        self._store.check_loaded()
+        out = []
+        for group_id in group_ids:
+            if not isinstance(group_id, str):
+                raise invalid(f"a group id must be a string, got {group_id!r}")
+            out.append(self._classic.describe(group_id))
+        return out
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[GroupListing]:
+        """ListGroups: every group with its type, protocol type and state; `states` and `types` filter
+        case-insensitively (empty: all)."""
+        self._store.check_loaded()
+        state_filter = {s.lower() for s in states}
+        type_filter = {t.lower() for t in types}
+        listings = [GroupListing(g, "classic", group.protocol_type or "", str(group.state))
+                    for g, group in self._store.classic_groups.items()]
+        listings += [GroupListing(g, "share", "share", str(group.state)) for g, group in self._store.groups.items()]
+        listings += self._extra_listings()
+        return sorted((entry for entry in listings
+                       if (not state_filter or entry.state.lower() in state_filter)
+                       and (not type_filter or entry.group_type in type_filter)), key=lambda e: e.group_id)
+
+    def _extra_listings(self) -> list[GroupListing]:
+        """Groups of further types (KIP-848 consumer groups); none here."""
+        return []
+
+    async def _delete_classic_group(self, group_id: str) -> None:
+        await self._classic.delete(group_id)
+
+    # -- committed offsets --------------------------------------------------------------------------
+
+    async def offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                            partitions: Iterable[CommitRequest], group_instance_id: str | None = None,
+                            api_version: int = 9, retention_ms: int = -1) -> dict[tuple[str, int], Errors]:
+        """OffsetCommit. Group-level refusals raise ShareError (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+        REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND, STALE_MEMBER_EPOCH, ...);
+        per partition: NONE or OFFSET_METADATA_TOO_LARGE."""
+        group_id = _group_id(group_id)
+        generation_id = _int32(generation_id, "GenerationIdOrMemberEpoch")
+        member_id = _text(member_id, "MemberId")
+        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        checked = []
+        for p in partitions:
+            if not (isinstance(p, CommitRequest) and isinstance(p.topic, str) and is_plain_int(p.partition)
+                    and is_plain_int(p.offset) and is_plain_int(p.leader_epoch)
+                    and (p.metadata is None or isinstance(p.metadata, str))):
+                raise invalid(f"a commit must be a CommitRequest(topic, partition, offset, leader_epoch, metadata), got {p!r}")
+            checked.append(p)
+        self._store.check_loaded()
+        async with self._store.locks.hold(group_id):
+            return await self._offsets.commit(group_id, member_id, instance_id, generation_id, checked,
+                                              api_version, retention_ms)
+
+    async def offset_fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
+                           member_id: str | None = None, member_epoch: int = -1,
+                           require_stable: bool = False) -> dict[tuple[str, int], CommittedOffset]:
+        """OffsetFetch of the partitions asked (None: every committed offset of the group)."""
+        group_id = _group_id(group_id)
+        wanted = None if partitions is None else _partitions(partitions)
+        self._store.check_loaded()
+        member_id = _text(member_id, "MemberId", True)
+        member_epoch = _int32(member_epoch, "MemberEpoch")
+        async with self._store.locks.hold(group_id):
+            return self._offsets.fetch(group_id, wanted, member_id, member_epoch)
+
+    async def offset_delete(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Errors]:
+        """OffsetDelete: group-level refusals raise ShareError (GROUP_ID_NOT_FOUND, GROUP_NOT_EMPTY);
+        per partition NONE or GROUP_SUBSCRIBED_TO_TOPIC."""
+        group_id = _group_id(group_id)
+        wanted = _partitions(partitions)
+        self._store.check_loaded()
+        async with self._store.locks.hold(group_id):
+            return await self._offsets.delete(group_id, wanted)
+
+    async def delete_topic_offsets(self, topic: str) -> int:
+        """A topic was deleted: every group's committed offsets of it go too (as Kafka does when the
+        topic's partitions are deleted). Returns how many were deleted."""
+        self._store.check_loaded()
+        deleted = 0
+        for group_id in sorted(g for g, held in self._store.offsets.items() if any(t == topic for t, _p in held)):
+            async with self._store.locks.hold(group_id):
+                deleted += await self._offsets.delete_topic(group_id, topic)
+        return deleted
+
+    async def expire_offsets(self) -> int:
+        """One retention pass over every group with committed offsets (and every Empty classic group):
+        returns how many offsets expired."""
+        self._store.check_loaded()
+        expired = 0
+        candidates = set(self._store.offsets) | {
+            g for g, group in self._store.classic_groups.items() if group.in_state(ClassicGroupState.EMPTY)}
+        for group_id in sorted(candidates):
+            async with self._store.locks.hold(group_id):
+                expired += len(await self._offsets.expire(group_id))
+                if group_id not in self._store.classic_groups:
+                    self._timers.cancel_group(group_id)
+        return expired
+
+    # -- timers -------------------------------------------------------------------------------------
+
+    async def run_timers(self) -> int:
+        """Handle every classic-group deadline due at `clock.now_ms()` (join and sync phases ending,
+        sessions expiring); returns how many fired. `sharegroup serve` calls it whenever
+        `wait_for_timers()` returns; tests call it after advancing a ManualClock."""
+        self._store.check_loaded()
+        fired = 0
+        for _round in range(1000):  # handlers may schedule deadlines that are already due
+            due = self._timers.pop_due(self._clock.now_ms())
+            if not due:
+                break
+            for key, payload in due:
+                async with self._store.locks.hold(key[1]):
+                    try:
+                        await self._classic.rebalancer.fire(key, payload)
+                    except Exception:  # one group's failure must not stop the others (logged)
+                        log.exception("classic group timer %r failed", key)
+                fired += 1
+        return fired
+
+    async def wait_for_timers(self) -> None:
+        """Return once a classic-group deadline is due."""
+        await self._timers.wait_due()
+
+    def _check_classic(self) -> None:
+        max_size = self._classic_config.max_size
+        for group_id, group in self._store.classic_groups.items():
+            assert group.group_id == group_id
+            assert group_id not in self._store.groups, f"{group_id} is both a share and a classic group"
+            group._check(max_size)
+            # Every deadline the protocol relies on is armed: a session for each member not kept
+            # alive by a parked request and for each pending member, the join phase's end while
+            # preparing, the sync deadline while completing.
+            for member_id, member in group.members.items():
+                if not (member.awaiting_join or member.awaiting_sync):
+                    assert ("heartbeat", group_id, member_id) in self._timers, (group_id, member_id)
+            for member_id in group.pending_members:
+                assert ("heartbeat", group_id, member_id) in self._timers, (group_id, member_id)
+            if group.in_state(ClassicGroupState.PREPARING_REBALANCE):
+                assert ("join", group_id) in self._timers, group_id
+            if group.in_state(ClassicGroupState.COMPLETING_REBALANCE):
+                assert ("sync", group_id) in self._timers, group_id
+        self._timers._check()
