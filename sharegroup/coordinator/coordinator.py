@@ -23,6 +23,17 @@ from ..errors import Errors
 from ..persistence import Persister
 from .admin import ShareGroupAdmin, check_offsets_request
 from .config import GroupConfig
+from .consumer_admin import (
+    ConsumerGroupDescription,
+    check_heartbeat,
+    deletion_records,
+    describe as describe_consumer_group,
+    validate_offset_commit,
+    validate_offset_fetch,
+)
+from .consumer_config import ConsumerGroupConfig
+from .consumer_group import ConsumerGroup
+from .consumer_heartbeat import ConsumerMembership
 from .group_store import GroupStore
 from .heartbeat import Membership
 from .listener import GroupListener
@@ -60,9 +71,11 @@ class GroupCoordinator:
         record_sink: RecordSink | None = None,
         listener: GroupListener | None = None,
         group_timing: Callable[[str], tuple[int, int] | None] | None = None,
+        consumer_config: ConsumerGroupConfig = ConsumerGroupConfig(),
     ) -> None:
-        """`group_timing(group_id)` optionally gives a group's own (session timeout ms, heartbeat
-        interval ms), e.g. from its group configs; None keeps `config`'s."""
+        """`group_timing(group_id)` optionally gives a share group's own (session timeout ms, heartbeat
+        interval ms), e.g. from its group configs; None keeps `config`'s. `consumer_config` holds the
+        settings of KIP-848 consumer groups (`group.consumer.*`)."""
         if not isinstance(persister, Persister):
             raise TypeError(f"persister must implement sharegroup.persistence.Persister, got {persister!r}")
         if not (callable(getattr(topics, "lookup", None)) and callable(getattr(topics, "latest_offset", None))):
@@ -85,6 +98,10 @@ class GroupCoordinator:
         self._lifecycle = PartitionStateLifecycle(self._store, persister)
         self._membership = Membership(self._store, self._lifecycle, topics, clock, config, group_timing)
         self._admin = ShareGroupAdmin(self._store, self._lifecycle, topics)
+        if not isinstance(consumer_config, ConsumerGroupConfig):
+            raise TypeError(f"consumer_config must be a ConsumerGroupConfig, got {consumer_config!r}")
+        self._consumer_config = consumer_config
+        self._consumer = ConsumerMembership(self._store, topics, clock, consumer_config)
 
     # -- properties --------------------------------------------------------------------------------
 
@@ -97,8 +114,21 @@ class GroupCoordinator:
         return self._store.sink
 
     @property
+    def consumer_config(self) -> ConsumerGroupConfig:
+        return self._consumer_config
+
+    @property
     def group_ids(self) -> list[str]:
-        return sorted(self._store.groups)
+        """The ids of the share groups (what the share-group admin APIs serve)."""
+        return sorted(g for g, group in self._store.groups.items() if not isinstance(group, ConsumerGroup))
+
+    def group_types(self) -> dict[str, str]:
+        """Every group id with its type ("share", "consumer", ...), sorted by id."""
+        return {g: self._store.group_type(g) or "" for g in sorted(self._store.groups)}
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        """Whether `group_id` is a KIP-848 consumer group."""
+        return isinstance(self._store.groups.get(group_id), ConsumerGroup)
 
     # -- loading -----------------------------------------------------------------------------------
 
@@ -109,7 +139,9 @@ class GroupCoordinator:
         COORDINATOR_LOAD_IN_PROGRESS until then) and not concurrently with other operations. A record
         that does not fit raises ValueError: a corrupt record is never skipped silently.
         """
-        self._store.load(self._clock.now_ms() + self._config.session_timeout_ms)
+        now_ms = self._clock.now_ms()
+        self._store.load(lambda group: now_ms + (self._consumer_config.session_timeout_ms
+                                                 if isinstance(group, ConsumerGroup) else self._config.session_timeout_ms))
 
     # -- ShareGroupHeartbeat and sessions ------------------------------------------------------------
 
@@ -160,6 +192,11 @@ class GroupCoordinator:
         expired: list[str] = []
         for group_id in sorted(self._store.groups):
             group = self._store.groups.get(group_id)
+            if isinstance(group, ConsumerGroup):
+                if group.sessions.has_due(now_ms) or group.rebalance_timeouts.has_due(now_ms):
+                    async with self._store.locks.hold(group_id):
+                        expired += await self._consumer.expire_group(group_id, now_ms)
+                continue
             if group is None or not group.has_expired_sessions(now_ms):
                 continue
             events = _Events()
@@ -171,6 +208,66 @@ class GroupCoordinator:
             finally:
                 await self._notify(events)
         return expired
+
+    # -- KIP-848 consumer groups ---------------------------------------------------------------------
+
+    async def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: Iterable[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned_topic_partitions: Mapping[uuid.UUID, Iterable[int]] | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        api_version: int = 1,
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1) or static leave (-2) of a
+        KIP-848 consumer group member; see `consumer_heartbeat.py`. None means "unchanged" for the
+        optional fields; `owned_topic_partitions` is what the member owns (None: not reported). In v0
+        (`api_version` 0) an empty member id on a join gets one generated.
+
+        Raises ShareError: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION (malformed),
+        GROUP_ID_NOT_FOUND (missing, or a group of another type), UNKNOWN_MEMBER_ID,
+        FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED."""
+        request = check_heartbeat(dict(
+            group_id=group_id, member_id=member_id, member_epoch=member_epoch, instance_id=instance_id,
+            rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms, subscribed_topic_names=subscribed_topic_names,
+            subscribed_topic_regex=subscribed_topic_regex, server_assignor=server_assignor,
+            owned_topic_partitions=owned_topic_partitions, client_id=client_id, client_host=client_host,
+        ), api_version, self._consumer_config)
+        self._store.check_loaded()
+        async with self._store.locks.hold(request.group_id):
+            await self._consumer.expire_group(request.group_id, self._clock.now_ms())
+            if request.member_epoch < 0:
+                return await self._consumer.leave(request)
+            return await self._consumer.heartbeat(request)
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe of one group: INVALID_GROUP_ID for a blank id, GROUP_ID_NOT_FOUND for a
+        missing group or one of another type."""
+        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
+        self._store.check_loaded()
+        return describe_consumer_group(self._store, group_id, self._consumer_config.default_assignor)
+
+    def validate_offset_commit(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """Raise as Kafka does when a member of a consumer group commits offsets with a wrong epoch
+        (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH); GROUP_ID_NOT_FOUND when the group
+        is not a consumer group (ask `is_consumer_group` first)."""
+        self._store.check_loaded()
+        validate_offset_commit(self._store, group_id, member_id, member_epoch)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """The member-epoch check of OffsetFetch v9+ on a consumer group (UNKNOWN_MEMBER_ID,
+        STALE_MEMBER_EPOCH)."""
+        self._store.check_loaded()
+        validate_offset_fetch(self._store, group_id, member_id, member_epoch)
 
     # -- admin APIs ----------------------------------------------------------------------------------
 
@@ -244,6 +341,12 @@ class GroupCoordinator:
         is raised; calling again retries. The listener's `on_group_deleted` follows a deletion."""
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
+        if self.is_consumer_group(group_id):
+            async with self._store.locks.hold(group_id):
+                await self._consumer.expire_group(group_id, self._clock.now_ms())
+                group = self._store.require_group(group_id, ConsumerGroup)
+                await self._store.commit(deletion_records(group))
+            return
         events = _Events()
         try:
             async with self._store.locks.hold(group_id):
@@ -292,7 +395,7 @@ class GroupCoordinator:
         record sink has exactly the same groups (the sink must be readable without side effects)."""
         for group_id, group in self._store.groups.items():
             assert group.group_id == group_id
-            group._check(self._config.max_size)
+            group._check(self._consumer_config.max_size if isinstance(group, ConsumerGroup) else self._config.max_size)
         if replay:
             assert self._store.dump() == self._store.replayed_dump(), "replay differs"
 

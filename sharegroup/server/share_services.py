@@ -91,6 +91,9 @@ class StoreTopics:
         topic = self.store.topic_by_id(topic_id)
         return None if topic is None else TopicInfo(topic.topic_id, topic.name, topic.num_partitions)
 
+    def names(self) -> list[str]:
+        return [topic.name for topic in self.store.topics()]
+
     def latest_offset(self, topic_id: uuid.UUID, partition: int) -> int:
         if not self.store.has_partition(topic_id, partition):
             raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {partition} of topic {topic_id}")
