@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ..coordinator.consumer_config import ConsumerGroupConfig
+
 __all__ = [
     "CONFIG_DEFS",
     "GROUP_CONFIG_KEYS",
@@ -103,6 +105,14 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15_000, 1),
     ConfigDef("group.share.assignment.interval.ms", "int", 1000, 0, 15_000),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, 0, 500),
+    ConfigDef("group.consumer.max.size", "int", INT32_MAX, 1),
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45_000, 1),
+    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45_000, 1),
+    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60_000, 1),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, 1),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, 1),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15_000, 1),
+    ConfigDef("group.consumer.assignors", "string", "uniform,range", doc="server-side assignors; the first is the default"),
 )
 
 # Group-level share configs settable as defaults with --group-config, with the broker key whose
@@ -130,10 +140,8 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     create.topic.policy.class.name delegation.token.expiry.time.ms delegation.token.master.key
     delegation.token.max.lifetime.ms delegation.token.secret.key delete.records.purgatory.purge.interval.requests
     delete.topic.enable early.start.listeners eligible.leader.replicas.version fetch.max.bytes
-    fetch.purgatory.purge.interval.requests group.consumer.assignors group.consumer.assignment.interval.ms
-    group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms group.consumer.max.session.timeout.ms
-    group.consumer.max.size group.consumer.migration.policy group.consumer.min.heartbeat.interval.ms
-    group.consumer.min.session.timeout.ms group.consumer.session.timeout.ms group.coordinator.append.linger.ms
+    fetch.purgatory.purge.interval.requests group.consumer.assignment.interval.ms
+    group.consumer.migration.policy group.coordinator.append.linger.ms
     group.coordinator.rebalance.protocols group.coordinator.threads group.initial.rebalance.delay.ms
     group.max.session.timeout.ms group.max.size group.min.session.timeout.ms group.streams.heartbeat.interval.ms
     group.streams.max.heartbeat.interval.ms group.streams.max.session.timeout.ms group.streams.max.size
@@ -289,6 +297,29 @@ def _check_ranges(values: Mapping[str, Any]) -> None:
             raise ValueError(f"{key} must be in [{lo}, {hi}] ({lo_key}, {hi_key}), got {value}")
     if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
         raise ValueError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+    consumer_group_config(values)  # its own checks: bounds, known assignors
+
+
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def consumer_group_config(values: Mapping[str, Any]) -> "ConsumerGroupConfig":
+    """The coordinator's settings of KIP-848 consumer groups from the `group.consumer.*` keys (the
+    assignors by name, or by the class names of Kafka's built-in ones)."""
+    return ConsumerGroupConfig(
+        max_size=values["group.consumer.max.size"],
+        session_timeout_ms=values["group.consumer.session.timeout.ms"],
+        heartbeat_interval_ms=values["group.consumer.heartbeat.interval.ms"],
+        min_session_timeout_ms=values["group.consumer.min.session.timeout.ms"],
+        max_session_timeout_ms=values["group.consumer.max.session.timeout.ms"],
+        min_heartbeat_interval_ms=values["group.consumer.min.heartbeat.interval.ms"],
+        max_heartbeat_interval_ms=values["group.consumer.max.heartbeat.interval.ms"],
+        assignors=tuple(_ASSIGNOR_CLASSES.get(a.strip(), a.strip())
+                        for a in str(values["group.consumer.assignors"]).split(",") if a.strip()),
+    )
 
 
 def _parse_group_config(key: str, raw: Any, broker: Mapping[str, Any]) -> Any:

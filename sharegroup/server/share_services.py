@@ -31,7 +31,7 @@ from ..config import BrokerConfig, ShareGroupConfig
 from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
 from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
-from .broker_config import ServeConfig
+from .broker_config import ServeConfig, consumer_group_config
 from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
 
@@ -142,7 +142,8 @@ class ShareServices:
             manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
                                             coordinator=group_configs)
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
-                                           record_sink=sink, listener=manager, group_timing=group_configs.timing)
+                                           record_sink=sink, listener=manager, group_timing=group_configs.timing,
+                                           consumer_config=consumer_group_config(config.values))
             await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
         except BaseException:
             if sink is not None:
@@ -157,8 +158,10 @@ class ShareServices:
         self._expiry_task = asyncio.create_task(self._expire_members(), name="share member expiry")
 
     async def _expire_members(self) -> None:
-        """Expire members whose session timed out, a few times per session timeout (at most 1 s apart)."""
-        interval_s = max(0.05, min(1.0, self.group_config.session_timeout_ms / 4000))
+        """Expire members whose session (or, in consumer groups, rebalance) timed out, a few times per
+        session timeout (at most 1 s apart)."""
+        shortest_ms = min(self.group_config.session_timeout_ms, self.coordinator.consumer_config.session_timeout_ms)
+        interval_s = max(0.05, min(1.0, shortest_ms / 4000))
         while True:
             await asyncio.sleep(interval_s)
             try:

@@ -9,6 +9,7 @@ from ..api import ApiHandler
 from . import (
     api_versions,
     configs,
+    consumer_group,
     create_partitions,
     fetch,
     find_coordinator,
@@ -38,6 +39,7 @@ HANDLER_MODULES = (
     create_partitions,
     configs,
     list_offsets,
+    consumer_group,
 )
 
 
