@@ -85,9 +85,8 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         except ShareError as exc:
             groups.append(_described_error(group_id, int(exc.error), exc.message or None))
             continue
-        names = {m: {t: _topic_name(ctx, t) for t in {*m.assignment, *m.target_assignment}}
-                 for m in description.members}
-        used = {n for m in description.members for n in (*m.subscribed_topic_names, *names[m].values()) if n}
+        names = {t: _topic_name(ctx, t) for m in description.members for t in {*m.assignment, *m.target_assignment}}
+        used = {n for m in description.members for n in m.subscribed_topic_names} | set(names.values()) - {""}
         if any(not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in sorted(used)):
             groups.append(_described_error(
                 group_id, ErrorCode.topic_authorization_failed,
@@ -102,8 +101,8 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
                 "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
                 "subscribed_topic_regex": m.subscribed_topic_regex,
-                "assignment": _assignment(m.assignment, names[m]),
-                "target_assignment": _assignment(m.target_assignment, names[m]),
+                "assignment": _assignment(m.assignment, names),
+                "target_assignment": _assignment(m.target_assignment, names),
                 "member_type": 1,
             } for m in description.members],
         })
