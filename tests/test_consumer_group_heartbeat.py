@@ -378,3 +378,24 @@ def test_failed_append_changes_nothing():
     e.sink.fail_next_appends(1)
     refused(e.join("m2"), Errors.KAFKA_STORAGE_ERROR)
     assert e.gc._dump() == before
+
+
+def test_regex_no_member_uses_any_more_is_dropped():
+    e = env(t1=2, t2=1)
+    run(e.join("m1", subscribed_topic_regex="t1"))
+    assert set(e.gc._store.groups[G].regexes) == {"t1"}
+    r = run(e.hb("m1", 1, subscribed_topic_regex="t2", owned_topic_partitions={T1: [0, 1]}))
+    assert set(e.gc._store.groups[G].regexes) == {"t2"} and r.assignment == {}
+    r = run(e.hb("m1", 1, owned_topic_partitions={}))
+    assert (r.member_epoch, r.assignment) == (2, {T2: [0]})
+    e.gc._check(replay=True)
+
+
+def test_static_member_that_left_may_rejoin_under_its_own_member_id():
+    e = env()
+    run(e.join("a1", instance_id="i-a"))
+    run(e.hb("a1", -2, instance_id="i-a"))
+    r = run(e.join("a1", instance_id="i-a"))
+    assert (r.member_id, r.member_epoch, r.assignment) == ("a1", 1, {T1: [0, 1, 2, 3, 4, 5]})
+    r = run(e.join("a1"))  # without its instance id: found by member id
+    assert (r.member_id, r.member_epoch) == ("a1", 1)

@@ -7,8 +7,8 @@ session or rebalance timeout removes them; topics grow. After every step:
 - no partition is owned by two live consumers, by what the consumers themselves hold, and each one
   holds only what the coordinator has it holding;
 
-and at the end, once every consumer has applied what it was sent and heartbeats truthfully, the group
-converges: Stable, every member at the assignment epoch and holding exactly its target, and every
+and at the end, once every consumer has applied what it was sent and heartbeats truthfully (and members
+that left for good have expired), the group converges: Stable, every member at the assignment epoch and holding exactly its target, and every
 partition of a subscribed topic held by one member. A consumer that the coordinator removed (session
 or rebalance timeout) is taken to have stopped consuming, as a Kafka consumer whose heartbeats fail
 does.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -38,8 +39,10 @@ def run(coro):
 
 
 class Client:
-    def __init__(self, member_id: str, topics: tuple[str, ...], assignor: str | None) -> None:
+    def __init__(self, member_id: str, topics: tuple[str, ...], assignor: str | None,
+                 instance_id: str | None = None) -> None:
         self.member_id = member_id
+        self.instance_id = instance_id
         self.topics = topics
         self.assignor = assignor
         self.epoch = 0
@@ -72,12 +75,39 @@ class Reconciliation(RuleBasedStateMachine):
     # -- rules ---------------------------------------------------------------------------------------
 
     @precondition(lambda self: len(self.clients) < MAX_CLIENTS)
-    @rule(topics=st.sampled_from(SUBSCRIPTIONS), assignor=st.sampled_from([None, "uniform", "range"]))
-    def new_consumer(self, topics, assignor):
+    @rule(topics=st.sampled_from(SUBSCRIPTIONS), assignor=st.sampled_from([None, "uniform", "range"]),
+          static=st.booleans())
+    def new_consumer(self, topics, assignor, static):
         self.next_id += 1
-        client = Client(f"c{self.next_id}", topics, assignor)
+        client = Client(f"c{self.next_id}", topics, assignor, f"i{self.next_id}" if static else None)
         self.clients[client.member_id] = client
         self._join(client)
+
+    @precondition(lambda self: any(c.instance_id and c.joined for c in self.clients.values()))
+    @rule(data=st.data(), rejoin=st.booleans())
+    def static_restart(self, data, rejoin):
+        """A static consumer stops (leave with epoch -2: it keeps its place) and a new process with the
+        same instance id and a new member id starts, at once or after a while (or never)."""
+        old = data.draw(st.sampled_from(sorted((c for c in self.clients.values() if c.instance_id and c.joined),
+                                               key=lambda c: c.member_id)))
+        run(self.env.hb(old.member_id, -2, instance_id=old.instance_id))
+        old.drop_everything()
+        del self.clients[old.member_id]
+        self.next_id += 1
+        new = Client(f"c{self.next_id}", old.topics, old.assignor, old.instance_id)
+        self.clients[new.member_id] = new
+        if rejoin:
+            self._join(new)
+
+    @precondition(lambda self: any(c.instance_id and c.joined for c in self.clients.values()))
+    @rule(data=st.data())
+    def second_process_with_a_live_instance_id(self, data):
+        live = data.draw(st.sampled_from(sorted((c for c in self.clients.values() if c.instance_id and c.joined),
+                                                key=lambda c: c.member_id)))
+        with pytest.raises(ShareError) as info:
+            run(self.env.join("intruder", topics=live.topics, instance_id=live.instance_id,
+                              rebalance_timeout_ms=REBALANCE_TIMEOUT_MS))
+        assert info.value.error is Errors.UNRELEASED_INSTANCE_ID
 
     @precondition(lambda self: self.clients)
     @rule(data=st.data(), truthful=st.booleans())
@@ -134,8 +164,13 @@ class Reconciliation(RuleBasedStateMachine):
     # -- helpers and invariants ------------------------------------------------------------------------
 
     def _join(self, client: Client) -> None:
-        r = run(self.env.join(client.member_id, topics=client.topics, server_assignor=client.assignor,
-                              rebalance_timeout_ms=REBALANCE_TIMEOUT_MS))
+        try:
+            r = run(self.env.join(client.member_id, topics=client.topics, server_assignor=client.assignor,
+                                  rebalance_timeout_ms=REBALANCE_TIMEOUT_MS, instance_id=client.instance_id))
+        except ShareError as exc:
+            # Only a static consumer whose predecessor has neither left nor expired is refused.
+            assert exc.error is Errors.UNRELEASED_INSTANCE_ID and client.instance_id, exc
+            return
         client.joined, client.epoch = True, r.member_epoch
         client.receive(r.assignment)
 
@@ -161,8 +196,11 @@ class Reconciliation(RuleBasedStateMachine):
                     assert group.partition_owners.get((t, p)) == client.member_id, (t, p, client.member_id)
 
     def teardown(self):
-        # Everyone applies what it was sent and heartbeats truthfully: the group must converge.
+        # Everyone applies what it was sent and heartbeats truthfully, 5 s apart (well within the
+        # session timeout), so members that left for good (a static member that never came back) expire
+        # meanwhile: the group must converge.
         for _round in range(3 * MAX_CLIENTS + 6):
+            self.env.clock.advance(5_000)
             for client in sorted(self.clients.values(), key=lambda c: c.member_id):
                 client.apply()
                 self.heartbeat_truthfully(client)

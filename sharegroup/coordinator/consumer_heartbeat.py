@@ -202,6 +202,10 @@ class ConsumerMembership:
                 regex_changed = True
                 regexes[regex] = value
                 records.append(Record(ConsumerGroupRegularExpressionKey(group_id, regex), value))
+        in_use = {m.subscribed_topic_regex for m in members}
+        for regex in sorted(set(regexes) - in_use):  # no member subscribes with it any more
+            del regexes[regex]
+            records.append(Record(ConsumerGroupRegularExpressionKey(group_id, regex), None))
         _image_now, new_hash = self._image(members, regexes)
         if group.group_epoch == 0 or subscription_changed or regex_changed or new_hash != group.metadata_hash:
             records.append(_epoch_record(group_id, group.group_epoch + 1, new_hash))
@@ -218,8 +222,6 @@ class ConsumerMembership:
         # 3. This member's reconciliation.
         member = group.members[member_id]
         before = member.assigned
-        if member.member_epoch == LEAVE_STATIC_EPOCH:  # cannot happen: a rejoin replaced it (epoch 0)
-            raise ShareError(Errors.FENCED_MEMBER_EPOCH, "The static member left; it must rejoin with epoch 0.")
         nxt = reconcile(
             member.member_epoch, member.state, member.assigned, member.pending_revocation,
             group.assignment_epoch, group.target.get(member_id, {}),
