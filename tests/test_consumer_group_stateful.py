@@ -113,18 +113,7 @@ class Reconciliation(RuleBasedStateMachine):
     @rule(data=st.data(), truthful=st.booleans())
     def heartbeat(self, data, truthful):
         client = data.draw(st.sampled_from(sorted(self.clients.values(), key=lambda c: c.member_id)))
-        if not client.joined:
-            self._join(client)
-            return
-        try:
-            r = run(self.env.hb(client.member_id, client.epoch,
-                                owned_topic_partitions=client.report() if truthful else None))
-        except ShareError as exc:
-            assert exc.error in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_MEMBER_EPOCH), exc
-            client.drop_everything()
-            return
-        client.epoch = r.member_epoch
-        client.receive(r.assignment)
+        self._heartbeat(client, truthful)
 
     @precondition(lambda self: self.clients)
     @rule(data=st.data())
@@ -203,7 +192,7 @@ class Reconciliation(RuleBasedStateMachine):
             self.env.clock.advance(5_000)
             for client in sorted(self.clients.values(), key=lambda c: c.member_id):
                 client.apply()
-                self.heartbeat_truthfully(client)
+                self._heartbeat(client, truthful=True)
                 client.apply()
             self.no_partition_has_two_owners()
         if not self.clients:
@@ -221,12 +210,15 @@ class Reconciliation(RuleBasedStateMachine):
                     for p in range(self.env.topics.lookup(n).num_partitions)}
         assert held == expected
 
-    def heartbeat_truthfully(self, client: Client) -> None:
+    def _heartbeat(self, client: Client, truthful: bool) -> None:
+        """A heartbeat reporting what the consumer owns (or nothing); a consumer that is not a member
+        (any more) joins."""
         if not client.joined:
             self._join(client)
             return
         try:
-            r = run(self.env.hb(client.member_id, client.epoch, owned_topic_partitions=client.report()))
+            r = run(self.env.hb(client.member_id, client.epoch,
+                                owned_topic_partitions=client.report() if truthful else None))
         except ShareError as exc:
             assert exc.error in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_MEMBER_EPOCH), exc
             client.drop_everything()

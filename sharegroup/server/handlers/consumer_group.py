@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
+from .share_group import describe_error, heartbeat_error  # the same response shapes as the share APIs
 
 _NO_OPERATIONS = -2147483648
 
@@ -63,11 +64,6 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
         "member_epoch": result.member_epoch, "heartbeat_interval": result.heartbeat_interval_ms,
         "assignment": assignment,
     })
-
-
-def heartbeat_error(ctx: RequestContext, request: Any, code: int, message: str | None = None) -> Any:
-    return ctx.response({"throttle_time": 0, "error_code": code, "error_message": message, "member_id": None,
-                         "member_epoch": 0, "heartbeat_interval": 0, "assignment": None})
 
 
 async def describe(ctx: RequestContext, request: Any) -> Any:
@@ -123,10 +119,6 @@ def _described_error(group_id: str, code: int, message: str | None = None) -> di
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
             "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
             "authorized_operations": _NO_OPERATIONS}
-
-
-def describe_error(ctx: RequestContext, request: Any, code: int) -> Any:
-    return ctx.response({"throttle_time": 0, "groups": [_described_error(g, code) for g in request.group_ids]})
 
 
 HANDLERS = (
