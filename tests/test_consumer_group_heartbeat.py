@@ -399,3 +399,19 @@ def test_static_member_that_left_may_rejoin_under_its_own_member_id():
     assert (r.member_id, r.member_epoch, r.assignment) == ("a1", 1, {T1: [0, 1, 2, 3, 4, 5]})
     r = run(e.join("a1"))  # without its instance id: found by member id
     assert (r.member_id, r.member_epoch) == ("a1", 1)
+
+
+def test_rebalance_timeout_restarts_after_a_restart():
+    e = env()
+    run(e.join("m1", rebalance_timeout_ms=2000))
+    run(e.join("m2"))
+    run(e.hb("m1", 1, owned_topic_partitions={T1: list(range(6))}))  # unrevoked
+    restarted = GroupCoordinator(persister=e.gc._lifecycle.persister, topics=e.topics, clock=e.clock,
+                                 record_sink=e.sink)
+    e.clock.advance(1000)
+    run(restarted.load())
+    restarted._check()
+    e.clock.advance(1999)
+    assert run(restarted.expire_members()) == []
+    e.clock.advance(1)
+    assert run(restarted.expire_members()) == ["m1"]

@@ -95,6 +95,16 @@ class ConsumerMembership:
 
     # -- leave and timeouts ------------------------------------------------------------------------
 
+    def on_loaded(self, now_ms: int) -> None:
+        """After a restart: members still told to revoke get their rebalance timeout again, from now
+        (sessions are restarted by the store's load)."""
+        for group in self.store.groups.values():
+            if isinstance(group, ConsumerGroup):
+                for member in group.members.values():
+                    if member.state is MemberState.UNREVOKED_PARTITIONS:
+                        group.rebalance_timeouts.touch(member.member_id, now_ms + member.rebalance_timeout_ms)
+                        group.rebalance_timeout_epochs[member.member_id] = member.member_epoch
+
     async def leave(self, request: ConsumerHeartbeat) -> HeartbeatResult:
         group: ConsumerGroup = self.store.require_group(request.group_id, ConsumerGroup)
         member = self._existing_member(group, request.member_id, request.instance_id)

@@ -142,6 +142,7 @@ class GroupCoordinator:
         now_ms = self._clock.now_ms()
         self._store.load(lambda group: now_ms + (self._consumer_config.session_timeout_ms
                                                  if isinstance(group, ConsumerGroup) else self._config.session_timeout_ms))
+        self._consumer.on_loaded(now_ms)
 
     # -- ShareGroupHeartbeat and sessions ------------------------------------------------------------
 
