@@ -1,10 +1,12 @@
-"""GroupCoordinator: the share-group side of Kafka's group coordinator.
+"""GroupCoordinator: Kafka's group coordinator for share groups and KIP-848 consumer groups.
 
 The public face of the package: it validates every request, takes the group's lock, expires the
 group's overdue members, runs the operation, and tells the optional `GroupListener` what changed once
 the lock is released. The work itself lives with what it concerns:
 
 - `heartbeat.py`: joins, heartbeats, leaves, session expiry, the target assignment;
+- `consumer_heartbeat.py`, `consumer_admin.py`: the same for KIP-848 consumer groups (a group id has one
+  type; a request of the other type gets GROUP_ID_NOT_FOUND), with describe and the offset-commit checks;
 - `admin.py`: describe, alter and delete offsets, delete group;
 - `partition_lifecycle.py`: two-stage initialization and deletion of share-partition state through
   the Persister protocol;
@@ -140,8 +142,8 @@ class GroupCoordinator:
         that does not fit raises ValueError: a corrupt record is never skipped silently.
         """
         now_ms = self._clock.now_ms()
-        self._store.load(lambda group: now_ms + (self._consumer_config.session_timeout_ms
-                                                 if isinstance(group, ConsumerGroup) else self._config.session_timeout_ms))
+        consumer_ms, share_ms = self._consumer_config.session_timeout_ms, self._config.session_timeout_ms
+        self._store.load(lambda group: now_ms + (consumer_ms if isinstance(group, ConsumerGroup) else share_ms))
         self._consumer.on_loaded(now_ms)
 
     # -- ShareGroupHeartbeat and sessions ------------------------------------------------------------

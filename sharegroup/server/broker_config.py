@@ -112,7 +112,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, 1),
     ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, 1),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15_000, 1),
-    ConfigDef("group.consumer.assignors", "string", "uniform,range", doc="server-side assignors; the first is the default"),
+    ConfigDef("group.consumer.assignors", "string", "uniform,range", doc="server-side assignors; the first is default"),
 )
 
 # Group-level share configs settable as defaults with --group-config, with the broker key whose
