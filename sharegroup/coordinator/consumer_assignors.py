@@ -14,8 +14,10 @@ one member subscribed to it (members may get none when they outnumber the partit
   same topics with the same partition counts get the same indexes of each (co-partitioning). It is
   not sticky.
 
-Runtime complexity: uniform O(P log P + M log M) homogeneous, O(P * M) per balancing move bound
-heterogeneous (bounded by P moves); range O(P + M log M) per topic.
+Runtime complexity: uniform O(P log P + M log M) with homogeneous subscriptions; with heterogeneous
+ones O(P * M) for the first placement and O(P * M) per balancing move, each move narrowing the spread
+(fine for the tens of members and thousands of partitions of a test broker, not tuned beyond); range
+O(P + M log M) per topic.
 """
 
 from __future__ import annotations

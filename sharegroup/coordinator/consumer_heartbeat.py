@@ -106,6 +106,8 @@ class ConsumerMembership:
                         group.rebalance_timeout_epochs[member.member_id] = member.member_epoch
 
     async def leave(self, request: ConsumerHeartbeat) -> HeartbeatResult:
+        """Epoch -1 (leave) or -2 (a static member's temporary leave). The response carries the member
+        id and that epoch only (heartbeat interval 0), as Kafka's."""
         group: ConsumerGroup = self.store.require_group(request.group_id, ConsumerGroup)
         member = self._existing_member(group, request.member_id, request.instance_id)
         if request.member_epoch == LEAVE_STATIC_EPOCH:
@@ -118,10 +120,10 @@ class ConsumerMembership:
             group.rebalance_timeout_epochs.pop(member.member_id, None)
             log.info("static member %s (%s) of consumer group %s left temporarily",
                      member.member_id, member.instance_id, group.group_id)
-            return HeartbeatResult(member.member_id, LEAVE_STATIC_EPOCH, self.config.heartbeat_interval_ms, None)
+            return HeartbeatResult(member.member_id, LEAVE_STATIC_EPOCH, 0, None)
         await self.store.commit(self.removal_records(group, [member.member_id]))
         log.info("member %s left consumer group %s", member.member_id, group.group_id)
-        return HeartbeatResult(member.member_id, -1, self.config.heartbeat_interval_ms, None)
+        return HeartbeatResult(member.member_id, -1, 0, None)
 
     async def expire_group(self, group_id: str, now_ms: int) -> list[str]:
         """Remove the members whose session timed out, or that did not revoke within their rebalance
