@@ -153,3 +153,12 @@ def test_unknown_owned_topic_id_is_harmless(client):
     assert heartbeat(client, "m1", 0, ["t"]).error_code == NONE
     r = heartbeat(client, "m1", 1, topic_partitions=[{"topic_id": uuid.uuid4(), "partitions": [7]}])
     assert (r.error_code, r.member_epoch) == (NONE, 1)
+
+
+def test_regex_matches_only_topics_the_member_may_describe(broker, client):
+    broker.call(broker.store.create_topic("t2", 1))
+    broker.broker.authorizer = Recording(deny={(AclOperation.DESCRIBE, ResourceType.TOPIC, "t2")})
+    r = heartbeat(client, "m1", 0, None, subscribed_topic_regex="t.*")
+    assert r.error_code == NONE
+    assert [(tp.topic_id, list(tp.partitions)) for tp in r.assignment.topic_partitions] == [
+        (broker.store.topic_by_name("t").topic_id, [0, 1, 2, 3])]

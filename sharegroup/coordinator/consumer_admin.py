@@ -110,6 +110,7 @@ def check_heartbeat(request: Mapping[str, Any], api_version: int, config: Consum
     return ConsumerHeartbeat(
         group_id, member_id, epoch, request.get("instance_id"), request.get("rack_id"), timeout, names, regex,
         assignor, owned, _text(request.get("client_id", "")), _text(request.get("client_host", "")),
+        request.get("topic_authorized"),
     )
 
 

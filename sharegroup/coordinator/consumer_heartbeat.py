@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from typing import Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 from ..clock import Clock
 from ..errors import Errors, ShareError
@@ -76,6 +76,8 @@ class ConsumerHeartbeat(NamedTuple):
     owned: Mapping[uuid.UUID, frozenset[int]] | None = None
     client_id: str = ""
     client_host: str = ""
+    # Whether the member may DESCRIBE a topic: regexes it triggers the resolution of match only those.
+    topic_authorized: Callable[[str], bool] | None = None
 
     @property
     def full(self) -> bool:
@@ -205,7 +207,8 @@ class ConsumerMembership:
         if refresh:
             names = sorted(self._topic_names())
             for regex in sorted(refresh):
-                matched = tuple(n for n in names if _compiled(regex).fullmatch(n))
+                matched = tuple(n for n in names if _compiled(regex).fullmatch(n)
+                                and (request.topic_authorized is None or request.topic_authorized(n)))
                 old_value = regexes.get(regex)
                 if old_value is not None and old_value.topics == matched:
                     continue  # unchanged: only the (unpersisted) check time moves, below

@@ -230,11 +230,14 @@ class GroupCoordinator:
         client_id: str = "",
         client_host: str = "",
         api_version: int = 1,
+        topic_authorized: Callable[[str], bool] | None = None,
     ) -> HeartbeatResult:
         """ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1) or static leave (-2) of a
         KIP-848 consumer group member; see `consumer_heartbeat.py`. None means "unchanged" for the
         optional fields; `owned_topic_partitions` is what the member owns (None: not reported). In v0
-        (`api_version` 0) an empty member id on a join gets one generated.
+        (`api_version` 0) an empty member id on a join gets one generated. `topic_authorized(name)`, when
+        given, says whether the member may DESCRIBE a topic: a regex this heartbeat resolves matches only
+        those (as Kafka filters regex subscriptions by the requester's permissions).
 
         Raises ShareError: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION (malformed),
         GROUP_ID_NOT_FOUND (missing, or a group of another type), UNKNOWN_MEMBER_ID,
@@ -244,6 +247,7 @@ class GroupCoordinator:
             rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms, subscribed_topic_names=subscribed_topic_names,
             subscribed_topic_regex=subscribed_topic_regex, server_assignor=server_assignor,
             owned_topic_partitions=owned_topic_partitions, client_id=client_id, client_host=client_host,
+            topic_authorized=topic_authorized,
         ), api_version, self._consumer_config)
         self._store.check_loaded()
         async with self._store.locks.hold(request.group_id):

@@ -3,7 +3,7 @@
 A heartbeat goes to `GroupCoordinator.consumer_group_heartbeat` (the group coordinator is the share
 services' one: one coordinator for every group type). Authorization is Kafka's: READ on the group
 (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED
-as the top-level error). A refusal is a top-level error with no member id and epoch 0, as Kafka
+as the top-level error); a subscription regex matches only topics the member may DESCRIBE. A refusal is a top-level error with no member id and epoch 0, as Kafka
 answers. v0 clients may join with an empty member id (the coordinator picks one); v1 clients generate it.
 
 ConsumerGroupDescribe answers per group: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), an empty id
@@ -52,6 +52,7 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
             server_assignor=request.server_assignor,
             owned_topic_partitions=None if owned is None else [(tp.topic_id, list(tp.partitions)) for tp in owned],
             client_id=ctx.client_id or "", client_host="/" + ctx.client_host, api_version=ctx.api_version,
+            topic_authorized=lambda name: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name),
         )
     except ShareError as exc:
         return heartbeat_error(ctx, request, int(exc.error), exc.message or None)
