@@ -1,5 +1,6 @@
 """The group coordinator companion (layer 3): share-group membership by heartbeat, member and group
-epochs, the simple assignor, two-stage initialization and deletion of share-partition state through the
+epochs, the simple assignor, KIP-848 consumer groups (ConsumerGroupHeartbeat, the uniform and range
+assignors, reconciliation), two-stage initialization and deletion of share-partition state through the
 Persister protocol, group records, and the admin offsets APIs.
 
 It reaches durable share-partition state only through `sharegroup.persistence.Persister`; its own
@@ -9,6 +10,10 @@ records go to a `RecordSink` (`MemoryRecordSink` unless the edges wire a durable
 
 from .assignor import simple_assign
 from .config import GroupConfig
+from .consumer_admin import ConsumerGroupDescription, ConsumerMemberDescription
+from .consumer_assignors import range_assign, uniform_assign
+from .consumer_config import ConsumerGroupConfig
+from .consumer_group import ConsumerGroupState, MemberState
 from .coordinator import PERSISTER_ATTEMPTS, GroupCoordinator
 from .group import GroupState
 from .listener import GroupListener
@@ -17,6 +22,13 @@ from .responses import GroupDescription, HeartbeatResult, MemberDescription, Off
 from .topics import InMemoryTopics, TopicInfo, TopicsLookup
 
 __all__ = [
+    "ConsumerGroupConfig",
+    "ConsumerGroupDescription",
+    "ConsumerGroupState",
+    "ConsumerMemberDescription",
+    "MemberState",
+    "range_assign",
+    "uniform_assign",
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",

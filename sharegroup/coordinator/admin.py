@@ -90,7 +90,7 @@ class ShareGroupAdmin:
     ) -> tuple[dict[uuid.UUID, dict[int, Errors]], list[uuid.UUID]]:
         """Reset share-partitions of an empty (or missing: it is created) group. Returns the
         per-partition results and the topics whose state the persister was asked to reset."""
-        group = self.store.groups.get(group_id)
+        group = self.store.group_of_type(group_id, ShareGroup)
         if group is not None and group.members:
             raise ShareError(Errors.GROUP_NOT_EMPTY, f"Group {group_id} is not empty.")
         results: dict[uuid.UUID, dict[int, Errors]] = {t: {} for t in request}
@@ -153,8 +153,10 @@ class ShareGroupAdmin:
         so when the topic's partitions are deleted). Returns whether the group held state for it and
         the first persister error (the topic then stays deleting; the next call retries)."""
         group = self.store.groups.get(group_id)
-        entry = None if group is None else all_partitions_of(group, topic_id)
-        if group is None or entry is None:
+        if not isinstance(group, ShareGroup):
+            return False, Errors.NONE
+        entry = all_partitions_of(group, topic_id)
+        if entry is None:
             return False, Errors.NONE
         failed = await self.lifecycle.delete_topics(group, {topic_id: entry})
         return True, failed.get(topic_id, Errors.NONE)

@@ -85,13 +85,17 @@ def simple_assign(
     return result
 
 
-def _assign_pool(members: list[str], pool: list[Hashable], held: dict[str, set]) -> dict[str, set]:
+def _assign_pool(
+    members: list[str], pool: list[Hashable], held: dict[str, set], sharing: int | None = None
+) -> dict[str, set]:
     """Balance one pool of partitions (in `pool` order) over `members` (sorted), starting from `held`
-    (each a subset of the pool, modified in place and returned)."""
+    (each a subset of the pool, modified in place and returned). Each partition goes to `sharing`
+    members: ceil(M / P) for share groups, 1 for consumer groups (whose partitions are exclusive)."""
     n_members, n_partitions = len(members), len(pool)
     if n_partitions == 0:
         return {m: set() for m in members}
-    sharing = -(-n_members // n_partitions)
+    if sharing is None:
+        sharing = -(-n_members // n_partitions)
     slots = sharing * n_partitions
     # Larger quotas to the members that hold the most already: fewer partitions move.
     order = sorted(members, key=lambda m: (-len(held[m]), m))

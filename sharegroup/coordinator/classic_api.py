@@ -217,7 +217,8 @@ class ClassicGroupsApi:
         type_filter = {t.lower() for t in types}
         listings = [GroupListing(g, "classic", group.protocol_type or "", str(group.state))
                     for g, group in self._store.classic_groups.items()]
-        listings += [GroupListing(g, "share", "share", str(group.state)) for g, group in self._store.groups.items()]
+        listings += [GroupListing(g, "share", "share", str(group.state)) for g, group in self._store.groups.items()
+                     if self._store.group_type(g) == "share"]
         listings += self._extra_listings()
         return sorted((entry for entry in listings
                        if (not state_filter or entry.state.lower() in state_filter)

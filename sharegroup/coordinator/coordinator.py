@@ -1,10 +1,12 @@
-"""GroupCoordinator: the share-group side of Kafka's group coordinator.
+"""GroupCoordinator: Kafka's group coordinator for share groups and KIP-848 consumer groups.
 
 The public face of the package: it validates every request, takes the group's lock, expires the
 group's overdue members, runs the operation, and tells the optional `GroupListener` what changed once
 the lock is released. The work itself lives with what it concerns:
 
 - `heartbeat.py`: joins, heartbeats, leaves, session expiry, the target assignment;
+- `consumer_heartbeat.py`, `consumer_admin.py`: the same for KIP-848 consumer groups (a group id has one
+  type; a request of the other type gets GROUP_ID_NOT_FOUND), with describe and the offset-commit checks;
 - `admin.py`: describe, alter and delete offsets, delete group;
 - `classic_api.py` (a base class): classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
   DescribeGroups, ListGroups) and committed offsets (OffsetCommit, OffsetFetch, OffsetDelete);
@@ -25,13 +27,27 @@ from ..errors import Errors, ShareError
 from ..persistence import Persister
 from .admin import ShareGroupAdmin, check_offsets_request
 from .classic_api import ClassicGroupsApi
+from .classic_records import OffsetCommitKey
+from .classic_responses import GroupListing
 from .classic_config import ClassicGroupConfig
 from .config import GroupConfig
+from .consumer_admin import (
+    ConsumerGroupDescription,
+    check_heartbeat,
+    consumer_offset_hooks,
+    deletion_records,
+    describe as describe_consumer_group,
+    validate_offset_commit,
+    validate_offset_fetch,
+)
+from .consumer_config import ConsumerGroupConfig
+from .consumer_group import ConsumerGroup
+from .consumer_heartbeat import ConsumerMembership
 from .group_store import GroupStore
 from .heartbeat import Membership
 from .listener import GroupListener
 from .partition_lifecycle import PERSISTER_ATTEMPTS, PartitionStateLifecycle
-from .records import MemoryRecordSink, RecordSink
+from .records import MemoryRecordSink, Record, RecordSink
 from .responses import GroupDescription, HeartbeatResult, OffsetInfo
 from .topics import TopicsLookup
 from .validation import (
@@ -65,10 +81,12 @@ class GroupCoordinator(ClassicGroupsApi):
         listener: GroupListener | None = None,
         group_timing: Callable[[str], tuple[int, int] | None] | None = None,
         classic_config: ClassicGroupConfig = ClassicGroupConfig(),
+        consumer_config: ConsumerGroupConfig = ConsumerGroupConfig(),
     ) -> None:
-        """`group_timing(group_id)` optionally gives a group's own (session timeout ms, heartbeat
+        """`group_timing(group_id)` optionally gives a share group's own (session timeout ms, heartbeat
         interval ms), e.g. from its group configs; None keeps `config`'s. `classic_config` holds the
-        classic-group and offset settings (`group.min.session.timeout.ms`, ...)."""
+        classic-group and offset settings (`group.min.session.timeout.ms`, ...), `consumer_config` those
+        of KIP-848 consumer groups (`group.consumer.*`)."""
         if not isinstance(persister, Persister):
             raise TypeError(f"persister must implement sharegroup.persistence.Persister, got {persister!r}")
         if not (callable(getattr(topics, "lookup", None)) and callable(getattr(topics, "latest_offset", None))):
@@ -93,7 +111,12 @@ class GroupCoordinator(ClassicGroupsApi):
         self._lifecycle = PartitionStateLifecycle(self._store, persister)
         self._membership = Membership(self._store, self._lifecycle, topics, clock, config, group_timing)
         self._admin = ShareGroupAdmin(self._store, self._lifecycle, topics)
+        if not isinstance(consumer_config, ConsumerGroupConfig):
+            raise TypeError(f"consumer_config must be a ConsumerGroupConfig, got {consumer_config!r}")
+        self._consumer_config = consumer_config
+        self._consumer = ConsumerMembership(self._store, topics, clock, consumer_config)
         self._init_classic(classic_config)
+        self._offsets.register("consumer", consumer_offset_hooks(self._store))
 
     # -- properties --------------------------------------------------------------------------------
 
@@ -106,8 +129,26 @@ class GroupCoordinator(ClassicGroupsApi):
         return self._store.sink
 
     @property
+    def consumer_config(self) -> ConsumerGroupConfig:
+        return self._consumer_config
+
+    @property
     def group_ids(self) -> list[str]:
-        return sorted(self._store.groups)
+        """The ids of the share groups (what the share-group admin APIs serve)."""
+        return sorted(g for g, group in self._store.groups.items() if not isinstance(group, ConsumerGroup))
+
+    def group_types(self) -> dict[str, str]:
+        """Every group id with its type ("share", "consumer", ...), sorted by id."""
+        return {g: self._store.group_type(g) or "" for g in sorted(self._store.groups)}
+
+    def _extra_listings(self) -> list[GroupListing]:
+        """ListGroups' entries of KIP-848 consumer groups (type "consumer", protocol type "consumer")."""
+        return [GroupListing(g, "consumer", "consumer", str(group.state))
+                for g, group in self._store.groups.items() if isinstance(group, ConsumerGroup)]
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        """Whether `group_id` is a KIP-848 consumer group."""
+        return isinstance(self._store.groups.get(group_id), ConsumerGroup)
 
     # -- loading -----------------------------------------------------------------------------------
 
@@ -119,8 +160,10 @@ class GroupCoordinator(ClassicGroupsApi):
         that does not fit raises ValueError: a corrupt record is never skipped silently.
         """
         now_ms = self._clock.now_ms()
-        self._store.load(now_ms + self._config.session_timeout_ms, now_ms)
+        consumer_ms, share_ms = self._consumer_config.session_timeout_ms, self._config.session_timeout_ms
+        self._store.load(lambda group: now_ms + (consumer_ms if isinstance(group, ConsumerGroup) else share_ms), now_ms)
         self._load_classic()
+        self._consumer.on_loaded(now_ms)
 
     # -- ShareGroupHeartbeat and sessions ------------------------------------------------------------
 
@@ -172,6 +215,11 @@ class GroupCoordinator(ClassicGroupsApi):
         expired: list[str] = []
         for group_id in sorted(self._store.groups):
             group = self._store.groups.get(group_id)
+            if isinstance(group, ConsumerGroup):
+                if group.sessions.has_due(now_ms) or group.rebalance_timeouts.has_due(now_ms):
+                    async with self._store.locks.hold(group_id):
+                        expired += await self._consumer.expire_group(group_id, now_ms)
+                continue
             if group is None or not group.has_expired_sessions(now_ms):
                 continue
             events = _Events()
@@ -183,6 +231,70 @@ class GroupCoordinator(ClassicGroupsApi):
             finally:
                 await self._notify(events)
         return expired
+
+    # -- KIP-848 consumer groups ---------------------------------------------------------------------
+
+    async def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: Iterable[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned_topic_partitions: Mapping[uuid.UUID, Iterable[int]] | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        api_version: int = 1,
+        topic_authorized: Callable[[str], bool] | None = None,
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1) or static leave (-2) of a
+        KIP-848 consumer group member; see `consumer_heartbeat.py`. None means "unchanged" for the
+        optional fields; `owned_topic_partitions` is what the member owns (None: not reported). In v0
+        (`api_version` 0) an empty member id on a join gets one generated. `topic_authorized(name)`, when
+        given, says whether the member may DESCRIBE a topic: a regex this heartbeat resolves matches only
+        those (as Kafka filters regex subscriptions by the requester's permissions).
+
+        Raises ShareError: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION (malformed),
+        GROUP_ID_NOT_FOUND (missing, or a group of another type), UNKNOWN_MEMBER_ID,
+        FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED."""
+        request = check_heartbeat(dict(
+            group_id=group_id, member_id=member_id, member_epoch=member_epoch, instance_id=instance_id,
+            rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms, subscribed_topic_names=subscribed_topic_names,
+            subscribed_topic_regex=subscribed_topic_regex, server_assignor=server_assignor,
+            owned_topic_partitions=owned_topic_partitions, client_id=client_id, client_host=client_host,
+            topic_authorized=topic_authorized,
+        ), api_version, self._consumer_config)
+        self._store.check_loaded()
+        async with self._store.locks.hold(request.group_id):
+            await self._consumer.expire_group(request.group_id, self._clock.now_ms())
+            if request.member_epoch < 0:
+                return await self._consumer.leave(request)
+            return await self._consumer.heartbeat(request)
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe of one group: INVALID_GROUP_ID for a blank id, GROUP_ID_NOT_FOUND for a
+        missing group or one of another type."""
+        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
+        self._store.check_loaded()
+        return describe_consumer_group(self._store, group_id, self._consumer_config.default_assignor)
+
+    def validate_offset_commit(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """Raise as Kafka does when a member of a consumer group commits offsets with a wrong epoch
+        (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH); GROUP_ID_NOT_FOUND when the group
+        is not a consumer group (ask `is_consumer_group` first)."""
+        self._store.check_loaded()
+        validate_offset_commit(self._store, group_id, member_id, member_epoch)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """The member-epoch check of OffsetFetch v9+ on a consumer group (UNKNOWN_MEMBER_ID,
+        STALE_MEMBER_EPOCH)."""
+        self._store.check_loaded()
+        validate_offset_fetch(self._store, group_id, member_id, member_epoch)
 
     # -- admin APIs ----------------------------------------------------------------------------------
 
@@ -263,6 +375,14 @@ class GroupCoordinator(ClassicGroupsApi):
             async with self._store.locks.hold(group_id):
                 await self._delete_classic_group(group_id)
             return
+        if self.is_consumer_group(group_id):
+            async with self._store.locks.hold(group_id):
+                await self._consumer.expire_group(group_id, self._clock.now_ms())
+                group = self._store.require_group(group_id, ConsumerGroup)
+                offsets = [Record(OffsetCommitKey(group_id, topic, partition), None)  # the group's offsets go too
+                           for topic, partition in sorted(self._store.offsets.get(group_id, {}))]
+                await self._store.commit(offsets + deletion_records(group))
+            return
         events = _Events()
         try:
             async with self._store.locks.hold(group_id):
@@ -317,7 +437,7 @@ class GroupCoordinator(ClassicGroupsApi):
         record sink has exactly the same groups (the sink must be readable without side effects)."""
         for group_id, group in self._store.groups.items():
             assert group.group_id == group_id
-            group._check(self._config.max_size)
+            group._check(self._consumer_config.max_size if isinstance(group, ConsumerGroup) else self._config.max_size)
         self._check_classic()
         if replay:
             assert self._store.dump() == self._store.replayed_dump(), "replay differs"

@@ -8,12 +8,12 @@ as in Kafka.
 
 from __future__ import annotations
 
-import heapq
 import uuid
 from collections import Counter
 from enum import Enum
 from typing import Iterable, NamedTuple
 
+from .deadlines import Deadlines
 from .records import (
     Record,
     ShareGroupCurrentMemberAssignmentKey,
@@ -130,9 +130,8 @@ class ShareGroup:
         # Members whose current assignment changed since a heartbeat response last carried it (not
         # persisted: after a restart every member is sent its assignment again).
         self.assignment_unsent: set[str] = set()
-        # Sessions (not persisted): member -> deadline, and a heap of (deadline, member) with stale entries.
-        self.session_deadlines: dict[str, int] = {}
-        self._deadline_heap: list[tuple[int, str]] = []
+        # Sessions (not persisted): member -> deadline.
+        self.sessions: Deadlines[str] = Deadlines()
 
     # -- derived views -----------------------------------------------------------------------------
 
@@ -163,33 +162,20 @@ class ShareGroup:
 
     def touch_session(self, member_id: str, deadline_ms: int) -> None:
         """(Re)start a member's session so it expires at `deadline_ms`."""
-        if self.session_deadlines.get(member_id) == deadline_ms:
-            return
-        self.session_deadlines[member_id] = deadline_ms
-        heapq.heappush(self._deadline_heap, (deadline_ms, member_id))
-        # Stale entries are dropped as they reach the top; rebuild when they pile up, so the heap stays
-        # O(members) however often members heartbeat.
-        if len(self._deadline_heap) > 4 * len(self.session_deadlines) + 64:
-            self._deadline_heap = [(d, m) for m, d in self.session_deadlines.items()]
-            heapq.heapify(self._deadline_heap)
+        self.sessions.touch(member_id, deadline_ms)
 
     def has_expired_sessions(self, now_ms: int) -> bool:
-        """Whether some session may have expired at `now_ms` (O(1); a stale heap entry can say yes)."""
-        return bool(self._deadline_heap) and self._deadline_heap[0][0] <= now_ms
+        """Whether some session may have expired at `now_ms` (O(1); may say yes spuriously)."""
+        return self.sessions.has_due(now_ms)
 
     def expired_members(self, now_ms: int) -> list[str]:
-        """Members whose session deadline is at or before `now_ms`, in deadline order. Amortized
-        O(expired log n); the heap loses its stale entries on the way."""
-        heap, expired, seen = self._deadline_heap, [], set()
-        while heap and heap[0][0] <= now_ms:
-            deadline, member_id = heapq.heappop(heap)
-            if self.session_deadlines.get(member_id) == deadline and member_id not in seen:
-                expired.append(member_id)
-                seen.add(member_id)
-        # The members stay until their removal is recorded; put them back so a failed removal retries.
-        for member_id in expired:
-            heapq.heappush(heap, (self.session_deadlines[member_id], member_id))
-        return expired
+        """Members whose session deadline is at or before `now_ms`, in deadline order; they stay until
+        their removal is recorded, so a failed removal retries."""
+        return self.sessions.due(now_ms)
+
+    @property
+    def session_deadlines(self) -> dict[str, int]:
+        return self.sessions.deadlines
 
     # -- replay ------------------------------------------------------------------------------------
 

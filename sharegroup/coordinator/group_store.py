@@ -10,19 +10,31 @@ writes in its shard.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import Errors, ShareError
 from .classic_group import ClassicGroup, replay_classic_record
 from .classic_records import CLASSIC_VALUE_TYPES
+from .consumer_group import ConsumerGroup
+from .consumer_records import CONSUMER_VALUE_TYPES, ConsumerGroupMetadataKey
 from .group import ShareGroup
 from .records import Record, RecordSink, ShareGroupMetadataKey, VALUE_TYPES
 
 __all__ = ["GroupLocks", "GroupStore", "replay_into"]
 
+# Group types by record key (classic groups and offsets aside: see `replay_into`): one coordinator
+# serves every type, a group id belongs to one type (the
+# type of the records that created it). The group metadata tombstone of a type deletes the group.
+GROUP_TYPE_OF_KEY: dict[type, type] = {
+    **{key: ShareGroup for key in VALUE_TYPES if key not in CLASSIC_VALUE_TYPES},
+    **{key: ConsumerGroup for key in CONSUMER_VALUE_TYPES},
+}
+GROUP_DELETING_KEYS: frozenset[type] = frozenset({ShareGroupMetadataKey, ConsumerGroupMetadataKey})
+GROUP_TYPE_NAMES: dict[type, str] = {ShareGroup: "share", ConsumerGroup: "consumer"}
+
 
 class GroupStore:
-    """Every group by id (share groups in `groups`, classic ones in `classic_groups`), the committed
+    """Every group by id (share and consumer groups in `groups`, classic ones in `classic_groups`), the committed
     offsets (`offsets`: group id -> (topic, partition) -> OffsetCommitValue), the record sink they are
     persisted to, and the group locks."""
 
@@ -30,17 +42,18 @@ class GroupStore:
         self.sink = sink
         # A sink handed in may hold records of an earlier run: serve only after `load` replayed them.
         self.loaded = loaded
-        self.groups: dict[str, ShareGroup] = {}
+        self.groups: dict[str, Any] = {}  # ShareGroup, ConsumerGroup by group id
         self.classic_groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], Any]] = {}
         self.locks = GroupLocks()
         self.now_ms = 0  # the time classic records replayed while serving are stamped with
 
-    def load(self, session_deadline_ms: int, now_ms: int = 0) -> None:
-        """Rebuild every group from `sink.read_all()`; every share member's session ends at
-        `session_deadline_ms` (sessions are not persisted). A record that does not fit raises
-        ValueError: a corrupt record is never skipped silently, and nothing changes then."""
-        groups: dict[str, ShareGroup] = {}
+    def load(self, session_deadline_ms: int | Callable[[Any], int], now_ms: int = 0) -> None:
+        """Rebuild every group from `sink.read_all()`; every share or consumer member's session ends at
+        `session_deadline_ms` (or at what it returns for the member's group: group types have their own
+        session timeouts; sessions are not persisted). A record that does not fit raises ValueError: a
+        corrupt record is never skipped silently, and nothing changes then."""
+        groups: dict[str, Any] = {}
         classic: dict[str, ClassicGroup] = {}
         offsets: dict[str, dict] = {}
         for index, record in enumerate(self.sink.read_all()):
@@ -49,8 +62,9 @@ class GroupStore:
             except (ValueError, TypeError, AttributeError) as exc:
                 raise ValueError(f"group coordinator record #{index} cannot be replayed: {exc}") from exc
         for group in groups.values():
+            deadline_ms = session_deadline_ms(group) if callable(session_deadline_ms) else session_deadline_ms
             for member_id in group.members:
-                group.touch_session(member_id, session_deadline_ms)
+                group.sessions.touch(member_id, deadline_ms)
         self.groups, self.classic_groups, self.offsets = groups, classic, offsets
         self.loaded = True
 
@@ -58,11 +72,26 @@ class GroupStore:
         if not self.loaded:
             raise ShareError(Errors.COORDINATOR_LOAD_IN_PROGRESS, "The group coordinator has not loaded its records.")
 
-    def require_group(self, group_id: str) -> ShareGroup:
+    def require_group(self, group_id: str, kind: type = ShareGroup) -> Any:
+        """The group `group_id` of type `kind`; GROUP_ID_NOT_FOUND when it is missing or of another
+        type (as Kafka answers, e.g. "Group g is not a share group.")."""
         group = self.groups.get(group_id)
         if group is None:
             raise ShareError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        check_group_type(group, kind)
         return group
+
+    def group_of_type(self, group_id: str, kind: type) -> Any:
+        """The group `group_id` if it exists (None otherwise); GROUP_ID_NOT_FOUND if it has another type."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            check_group_type(group, kind)
+        return group
+
+    def group_type(self, group_id: str) -> str | None:
+        """"share", "consumer", ... or None for an unknown group id."""
+        group = self.groups.get(group_id)
+        return None if group is None else GROUP_TYPE_NAMES.get(type(group), type(group).__name__)
 
     async def commit(self, records: list[Record]) -> None:
         """Append `records` to the sink and, once that succeeded, apply them. Nothing changes on failure."""
@@ -78,9 +107,10 @@ class GroupStore:
             replay_into(self.groups, record, self.classic_groups, self.offsets, loading=False, now_ms=self.now_ms)
 
     def group_type(self, group_id: str) -> str | None:
-        """"share" or "classic" for an existing group, None when there is none."""
-        if group_id in self.groups:
-            return "share"
+        """"share", "consumer" or "classic" for an existing group, None when there is none."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            return GROUP_TYPE_NAMES.get(type(group), type(group).__name__)
         if group_id in self.classic_groups:
             return "classic"
         return None
@@ -92,7 +122,7 @@ class GroupStore:
     def replayed_dump(self) -> dict[str, dict]:
         """`dump` of the groups a fresh replay of the sink's records builds (the sink must be readable
         without side effects)."""
-        rebuilt: dict[str, ShareGroup] = {}
+        rebuilt: dict[str, Any] = {}
         for record in self.sink.read_all():
             replay_into(rebuilt, record, {}, {}, loading=True)
         return {group_id: group.dump() for group_id, group in sorted(rebuilt.items())}
@@ -114,30 +144,40 @@ class GroupStore:
                 "offsets": {g: dict(sorted(held.items())) for g, held in sorted(offsets.items())}}
 
 
-def replay_into(groups: dict[str, ShareGroup], record: Record, classic_groups: dict[str, ClassicGroup] | None = None,
+def check_group_type(group: Any, kind: type) -> None:
+    if not isinstance(group, kind):
+        name = GROUP_TYPE_NAMES.get(kind, kind.__name__)
+        raise ShareError(Errors.GROUP_ID_NOT_FOUND, f"Group {group.group_id} is not a {name} group.")
+
+
+def replay_into(groups: dict[str, Any], record: Record, classic_groups: dict[str, ClassicGroup] | None = None,
                 offsets: dict[str, dict] | None = None, *, loading: bool = True, now_ms: int = 0) -> None:
-    """Apply one record: share-group records to `groups` (the group metadata tombstone deletes a group,
-    any other record of an unknown group creates it; a tombstone of an unknown group is a no-op),
-    classic-group and offset records to `classic_groups` and `offsets`."""
+    """Apply one record: share- and consumer-group records to `groups` (the group metadata tombstone of
+    a type deletes a group, any other record of an unknown group creates it with the record's group
+    type; a tombstone of an unknown group is a no-op; a record of one type for a group of another is
+    corruption, ValueError), classic-group and offset records to `classic_groups` and `offsets`."""
     key, value = record
-    if type(key) not in VALUE_TYPES:
-        raise ValueError(f"unknown group coordinator record key {key!r}")
     if type(key) in CLASSIC_VALUE_TYPES:
         if classic_groups is None or offsets is None:
             raise ValueError(f"a classic record needs the classic maps: {key!r}")
         replay_classic_record(classic_groups, offsets, groups, record, loading, now_ms)
         return
+    kind = GROUP_TYPE_OF_KEY.get(type(key))
+    if kind is None:
+        raise ValueError(f"unknown group coordinator record key {key!r}")
     group = groups.get(key.group_id)
+    if group is not None and not isinstance(group, kind):
+        raise ValueError(f"record {key!r} of a {GROUP_TYPE_NAMES[kind]} group for {type(group).__name__} "
+                         f"{key.group_id!r}")
     if value is None:
-        if type(key) is ShareGroupMetadataKey:
+        if type(key) in GROUP_DELETING_KEYS:
             groups.pop(key.group_id, None)
         elif group is not None:
             group.replay(record)
         return
     if group is None:
-        group = groups[key.group_id] = ShareGroup(key.group_id)
+        group = groups[key.group_id] = kind(key.group_id)
     group.replay(record)
-
 
 class GroupLocks:
     """One asyncio.Lock per group id, created on demand and dropped when nobody holds or awaits it."""

@@ -86,7 +86,7 @@ class Membership:
     async def expire_group(self, group_id: str, now_ms: int) -> list[str]:
         """Remove the members of one group whose session timed out at `now_ms`; returns their ids."""
         group = self.store.groups.get(group_id)
-        if group is None or not group.has_expired_sessions(now_ms):
+        if not isinstance(group, ShareGroup) or not group.has_expired_sessions(now_ms):
             return []
         expired = group.expired_members(now_ms)
         if expired:
@@ -125,7 +125,7 @@ class Membership:
     ) -> HeartbeatResult:
         """A join (epoch 0) or heartbeat of a member; `names` None means "subscription unchanged"."""
         now_ms = self.clock.now_ms()
-        group = self.store.groups.get(group_id)
+        group = self.store.group_of_type(group_id, ShareGroup)  # "Group g is not a share group."
         records: list[Record] = []
         if member_epoch != 0:
             group = self.store.require_group(group_id)

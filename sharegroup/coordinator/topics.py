@@ -32,6 +32,8 @@ class TopicsLookup(Protocol):
 
     `lookup_id(topic_id) -> TopicInfo | None` is optional: when present, `alter_offsets` can set offsets
     of a topic the group has never consumed; without it only topics the group already knows resolve.
+    `names() -> Iterable[str]` is optional too: every topic name, for consumer groups that subscribe by
+    regular expression (without it a regex matches nothing).
     """
 
     def lookup(self, name: str) -> TopicInfo | None: ...
@@ -90,6 +92,9 @@ class InMemoryTopics:
 
     def lookup_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._by_id.get(topic_id)
+
+    def names(self) -> list[str]:
+        return list(self._by_name)
 
     def latest_offset(self, topic_id: uuid.UUID, partition: int) -> int:
         info = self._by_id.get(topic_id)

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ..coordinator.consumer_config import ConsumerGroupConfig
+
 __all__ = [
     "AUTHORIZER_CLASS_NAMES",
     "CONFIG_DEFS",
@@ -117,6 +119,14 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("offsets.retention.minutes", "int", 10_080, 1, doc="committed offsets of idle groups expire after this"),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600_000, 1, doc="how often offsets expire"),
     ConfigDef("offset.metadata.max.bytes", "int", 4_096, 0, doc="longest committed offset metadata"),
+    ConfigDef("group.consumer.max.size", "int", INT32_MAX, 1),
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45_000, 1),
+    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45_000, 1),
+    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60_000, 1),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, 1),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, 1),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15_000, 1),
+    ConfigDef("group.consumer.assignors", "string", "uniform,range", doc="server-side assignors; the first is default"),
 )
 
 # The authorizer class names that enable ACL authorization (Kafka's KRaft and ZooKeeper-era names; both
@@ -134,6 +144,8 @@ def parse_super_users(text: str) -> frozenset[str]:
         if ":" not in user:
             raise ValueError(f"super.users: {user!r} is not a principal (expected Type:name, e.g. User:admin)")
     return users
+
+
 # Listeners, TLS and SASL (SocketServerConfigs / SslConfigs / BrokerSecurityConfigs); read by
 # `sharegroup/server/security/`. Unset `listeners`: one PLAINTEXT listener on --host/--port.
 CONFIG_DEFS.update(_defs(
@@ -193,6 +205,10 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     group.consumer.max.size group.consumer.migration.policy group.consumer.min.heartbeat.interval.ms
     group.consumer.min.session.timeout.ms group.consumer.session.timeout.ms group.coordinator.append.linger.ms
     group.coordinator.rebalance.protocols group.coordinator.threads group.streams.heartbeat.interval.ms
+    fetch.purgatory.purge.interval.requests group.consumer.assignment.interval.ms
+    group.consumer.migration.policy group.coordinator.append.linger.ms
+    group.coordinator.rebalance.protocols group.coordinator.threads group.initial.rebalance.delay.ms
+    group.max.session.timeout.ms group.max.size group.min.session.timeout.ms group.streams.heartbeat.interval.ms
     group.streams.max.heartbeat.interval.ms group.streams.max.session.timeout.ms group.streams.max.size
     group.streams.min.heartbeat.interval.ms group.streams.min.session.timeout.ms group.streams.num.standby.replicas
     group.streams.session.timeout.ms initial.broker.registration.timeout.ms inter.broker.listener.name
@@ -384,6 +400,29 @@ def _check_authorizer(values: Mapping[str, Any]) -> None:
     if name and name not in AUTHORIZER_CLASS_NAMES:
         raise ValueError(f"authorizer.class.name {name!r} is not supported (expected {' or '.join(AUTHORIZER_CLASS_NAMES)})")
     parse_super_users(values["super.users"])
+    consumer_group_config(values)  # its own checks: bounds, known assignors
+
+
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def consumer_group_config(values: Mapping[str, Any]) -> "ConsumerGroupConfig":
+    """The coordinator's settings of KIP-848 consumer groups from the `group.consumer.*` keys (the
+    assignors by name, or by the class names of Kafka's built-in ones)."""
+    return ConsumerGroupConfig(
+        max_size=values["group.consumer.max.size"],
+        session_timeout_ms=values["group.consumer.session.timeout.ms"],
+        heartbeat_interval_ms=values["group.consumer.heartbeat.interval.ms"],
+        min_session_timeout_ms=values["group.consumer.min.session.timeout.ms"],
+        max_session_timeout_ms=values["group.consumer.max.session.timeout.ms"],
+        min_heartbeat_interval_ms=values["group.consumer.min.heartbeat.interval.ms"],
+        max_heartbeat_interval_ms=values["group.consumer.max.heartbeat.interval.ms"],
+        assignors=tuple(_ASSIGNOR_CLASSES.get(a.strip(), a.strip())
+                        for a in str(values["group.consumer.assignors"]).split(",") if a.strip()),
+    )
 
 
 def _parse_group_config(key: str, raw: Any, broker: Mapping[str, Any]) -> Any:

@@ -1,7 +1,7 @@
 """A durable `RecordSink` for the group coordinator: its share-group records in one append-only file.
 
 `sharegroup serve` keeps the coordinator's records (member metadata, epochs, target and current
-assignments, share-partition lifecycle) under `DIR/groups/records.log`, so a restarted broker rebuilds
+assignments, share-partition lifecycle; the same for KIP-848 consumer groups) under `DIR/groups/records.log`, so a restarted broker rebuilds
 every group with `GroupCoordinator.load()`. One `append(records)` call is one frame, written and
 fsync'd before the call returns, so a group change either survives a crash whole or not at all:
 
@@ -26,8 +26,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..coordinator import classic_records
-from ..coordinator import records as rec
+from ..coordinator import classic_records, consumer_records, records as rec
 
 __all__ = ["FileRecordSink", "encode_records", "decode_records"]
 
@@ -38,7 +37,8 @@ _MAX_FRAME_BYTES = 64 << 20  # a larger length is corruption, not a record list
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
     for cls in (*rec.VALUE_TYPES, *rec.VALUE_TYPES.values(), rec.TopicPartitions, rec.TopicMetadata,
-                *classic_records.NESTED_TYPES)
+                *classic_records.NESTED_TYPES,
+                *consumer_records.CONSUMER_VALUE_TYPES, *consumer_records.CONSUMER_VALUE_TYPES.values())
 }
 
 

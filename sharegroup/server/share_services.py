@@ -34,7 +34,7 @@ from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
 from ..coordinator.classic_config import ClassicGroupConfig
 from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
-from .broker_config import ServeConfig
+from .broker_config import ServeConfig, consumer_group_config
 from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
 
@@ -103,6 +103,9 @@ class StoreTopics:
         topic = self.store.topic_by_id(topic_id)
         return None if topic is None else TopicInfo(topic.topic_id, topic.name, topic.num_partitions)
 
+    def names(self) -> list[str]:
+        return [topic.name for topic in self.store.topics()]
+
     def latest_offset(self, topic_id: uuid.UUID, partition: int) -> int:
         if not self.store.has_partition(topic_id, partition):
             raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {partition} of topic {topic_id}")
@@ -153,7 +156,8 @@ class ShareServices:
                                             coordinator=group_configs)
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
                                            record_sink=sink, listener=manager, group_timing=group_configs.timing,
-                                           classic_config=classic_config(config))
+                                           classic_config=classic_config(config),
+                                           consumer_config=consumer_group_config(config.values))
             await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
         except BaseException:
             if sink is not None:
@@ -195,8 +199,10 @@ class ShareServices:
                 log.info("committed offsets expired: %d", expired)
 
     async def _expire_members(self) -> None:
-        """Expire members whose session timed out, a few times per session timeout (at most 1 s apart)."""
-        interval_s = max(0.05, min(1.0, self.group_config.session_timeout_ms / 4000))
+        """Expire members whose session (or, in consumer groups, rebalance) timed out, a few times per
+        session timeout (at most 1 s apart)."""
+        shortest_ms = min(self.group_config.session_timeout_ms, self.coordinator.consumer_config.session_timeout_ms)
+        interval_s = max(0.05, min(1.0, shortest_ms / 4000))
         while True:
             await asyncio.sleep(interval_s)
             try:

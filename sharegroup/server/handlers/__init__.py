@@ -12,6 +12,7 @@ from . import (
     classic_group,
     committed_offsets,
     configs,
+    consumer_group,
     create_partitions,
     fetch,
     find_coordinator,
@@ -48,6 +49,7 @@ HANDLER_MODULES = (
     scram_credentials,
     classic_group,
     committed_offsets,
+    consumer_group,
 )
 
 

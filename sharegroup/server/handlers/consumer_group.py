@@ -1,0 +1,128 @@
+"""ConsumerGroupHeartbeat (key 68) v0-1 and ConsumerGroupDescribe (key 69) v0-1: KIP-848 consumer groups.
+
+A heartbeat goes to `GroupCoordinator.consumer_group_heartbeat` (the group coordinator is the share
+services' one: one coordinator for every group type). Authorization is Kafka's: READ on the group
+(GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED
+as the top-level error); a subscription regex matches only topics the member may DESCRIBE. A refusal is a top-level error with no member id and epoch 0, as Kafka
+answers. v0 clients may join with an empty member id (the coordinator picks one); v1 clients generate it.
+
+ConsumerGroupDescribe answers per group: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), an empty id
+is INVALID_GROUP_ID, a missing group or one of another type GROUP_ID_NOT_FOUND; a group whose members
+subscribe to or hold topics the caller may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import ShareError
+from ..api import ApiHandler, RequestContext
+from ..authorization import AclOperation, ResourceType
+from .share_group import describe_error, heartbeat_error  # the same response shapes as the share APIs
+
+_NO_OPERATIONS = -2147483648
+
+
+def _coordinator(ctx: RequestContext) -> Any:
+    share = ctx.broker.services.get("share")
+    return None if share is None else share.coordinator
+
+
+async def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return heartbeat_error(ctx, request, ErrorCode.coordinator_not_available, "group coordinator not running")
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return heartbeat_error(ctx, request, ErrorCode.group_authorization_failed)
+    names = request.subscribed_topic_names
+    if names:
+        for name in dict.fromkeys(names):
+            if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                return heartbeat_error(ctx, request, ErrorCode.topic_authorization_failed)
+    owned = request.topic_partitions
+    try:
+        result = await coordinator.consumer_group_heartbeat(
+            request.group_id, request.member_id, int(request.member_epoch),
+            instance_id=request.instance_id, rack_id=request.rack_id,
+            rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
+            subscribed_topic_names=None if names is None else list(names),
+            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            server_assignor=request.server_assignor,
+            owned_topic_partitions=None if owned is None else [(tp.topic_id, list(tp.partitions)) for tp in owned],
+            client_id=ctx.client_id or "", client_host="/" + ctx.client_host, api_version=ctx.api_version,
+            topic_authorized=lambda name: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name),
+        )
+    except ShareError as exc:
+        return heartbeat_error(ctx, request, int(exc.error), exc.message or None)
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": list(partitions)}
+                                           for topic_id, partitions in sorted(result.assignment.items())]}
+    return ctx.response({
+        "throttle_time": 0, "error_code": ErrorCode.none, "member_id": result.member_id,
+        "member_epoch": result.member_epoch, "heartbeat_interval": result.heartbeat_interval_ms,
+        "assignment": assignment,
+    })
+
+
+async def describe(ctx: RequestContext, request: Any) -> Any:
+    coordinator = _coordinator(ctx)
+    groups = []
+    for group_id in request.group_ids:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(_described_error(group_id, ErrorCode.group_authorization_failed))
+            continue
+        if coordinator is None:
+            groups.append(_described_error(group_id, ErrorCode.coordinator_not_available))
+            continue
+        try:
+            description = coordinator.consumer_group_describe(group_id)
+        except ShareError as exc:
+            groups.append(_described_error(group_id, int(exc.error), exc.message or None))
+            continue
+        names = {t: _topic_name(ctx, t) for m in description.members for t in {*m.assignment, *m.target_assignment}}
+        used = {n for m in description.members for n in m.subscribed_topic_names} | set(names.values()) - {""}
+        if any(not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in sorted(used)):
+            groups.append(_described_error(
+                group_id, ErrorCode.topic_authorization_failed,
+                "The described group uses topics that the client is not authorized to describe."))
+            continue
+        groups.append({
+            "error_code": ErrorCode.none, "group_id": description.group_id, "group_state": str(description.state),
+            "group_epoch": description.group_epoch, "assignment_epoch": description.assignment_epoch,
+            "assignor_name": description.assignor_name, "authorized_operations": _NO_OPERATIONS,
+            "members": [{
+                "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": _assignment(m.assignment, names),
+                "target_assignment": _assignment(m.target_assignment, names),
+                "member_type": 1,
+            } for m in description.members],
+        })
+    return ctx.response({"throttle_time": 0, "groups": groups})
+
+
+def _topic_name(ctx: RequestContext, topic_id: Any) -> str:
+    topic = ctx.broker.store.topic_by_id(topic_id)
+    return "" if topic is None else topic.name
+
+
+def _assignment(assignment: dict, names: dict) -> dict[str, Any]:
+    return {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": list(ps)}
+                                 for t, ps in sorted(assignment.items())]}
+
+
+def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": _NO_OPERATIONS}
+
+
+HANDLERS = (
+    ApiHandler(68, "ConsumerGroupHeartbeat", 0, 1, heartbeat, lambda ctx, req, code: heartbeat_error(ctx, req, code)),
+    ApiHandler(69, "ConsumerGroupDescribe", 0, 1, describe, describe_error),
+)
