@@ -37,7 +37,7 @@ from .frame_codec import frame_codec
 from .log import SegmentLog
 from .log_api import RecordLog
 from .records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, encode_key, encode_record, new_delta
-from .replay import KeyState, replay_log, replay_record
+from .replay import KeyState, apply_record, replay_log, replay_record
 from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem, as_items, per_partition
 from .validation import (
     INT32_MAX,
@@ -297,12 +297,9 @@ class ShareCoordinator:
                     Errors.FENCED_STATE_EPOCH,
                     f"Write with state epoch {state_epoch} below the stored {key_state.state_epoch_max}.",
                 )
+            # A write never changes the stored epochs (positional arguments: the hot path).
             record = self._next_record(
-                key_state,
-                leader_epoch=key_state.state.leader_epoch,  # a write never changes the stored epochs
-                start_offset=start_offset,
-                delivery_complete_count=delivery_complete_count,
-                state_batches=batches,
+                key_state, key_state.state.leader_epoch, start_offset, delivery_complete_count, batches
             )
         except BaseException:
             self._pipeline.release(key)
@@ -479,7 +476,6 @@ class ShareCoordinator:
     def _next_record(
         self,
         key_state: KeyState,
-        *,
         leader_epoch: int,
         start_offset: int,
         delivery_complete_count: int,
@@ -519,9 +515,20 @@ class ShareCoordinator:
 
     # -- replaying ---------------------------------------------------------------------------------
 
-    def _replay(self, offset: int, key: StateKey, record: ShareRecord) -> ShareCheckpoint | None:
+    def _replay(
+        self, offset: int, key: StateKey, record: ShareRecord, key_state: KeyState | None = None
+    ) -> ShareCheckpoint | None:
         """Apply one durable record to the in-memory state (`persister.replay`); return the key's state
-        after it (None after a tombstone). The append pipeline calls it once a record is durable."""
+        after it (None after a tombstone). The append pipeline calls it once a record is durable.
+
+        `key_state` is the key's state that `write_state` validated the record against: the key has been
+        held since, so it is still the key's entry, and a delta applies to it in place without a second
+        look-up. Such a delta was built by `_next_record` in the combiner's output form, which its
+        replay need not check again.
+        """
+        if key_state is not None and type(record) is ShareDelta:
+            apply_record(key_state, offset, record, canonical_delta=True)
+            return key_state.state
         return replay_record(self._states, offset, key, record)
 
     def _encode(self, key: StateKey, record: ShareRecord, key_state: KeyState | None = None) -> bytes:

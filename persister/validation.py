@@ -33,6 +33,7 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 GROUP_ID_BYTES_MAX = 2**15 - 1  # Kafka strings carry an int16 length
+_new_tuple = tuple.__new__
 # share.coordinator.snapshot.update.records.per.snapshot: Kafka's default and bounds [0, 500].
 RECORDS_PER_SNAPSHOT_DEFAULT = 500
 RECORDS_PER_SNAPSHOT_MAX = 500
@@ -145,5 +146,5 @@ def request_key(group_id, topic_id, partition) -> StateKey:
         and 0 < len(group_id) <= GROUP_ID_BYTES_MAX
         and group_id.isascii()  # then its UTF-8 form is as long as it is
     ):
-        return StateKey(group_id, topic_id, partition)
+        return _new_tuple(StateKey, (group_id, topic_id, partition))  # StateKey(...) without its __new__
     return check_key(group_id, topic_id, partition)
