@@ -278,7 +278,7 @@ class ShareCoordinator:
             start_offset = check_start_offset(start_offset)
         if not (type(delivery_complete_count) is int and -1 <= delivery_complete_count <= INT32_MAX):
             delivery_complete_count = check_delivery_complete_count(delivery_complete_count)
-        batches = fast_state_batches(state_batches)
+        batches, canonical = fast_state_batches(state_batches)
         held = self._pipeline.held
         size = len(held)
         held.setdefault(key, None)  # takes the hold when the key is free (one hash of the key, not two)
@@ -299,7 +299,7 @@ class ShareCoordinator:
                 )
             # A write never changes the stored epochs (positional arguments: the hot path).
             record = self._next_record(
-                key_state, key_state.state.leader_epoch, start_offset, delivery_complete_count, batches
+                key_state, key_state.state.leader_epoch, start_offset, delivery_complete_count, batches, canonical
             )
         except BaseException:
             self._pipeline.release(key)
@@ -480,6 +480,7 @@ class ShareCoordinator:
         start_offset: int,
         delivery_complete_count: int,
         state_batches: Sequence[StateBatch],
+        canonical: bool | None = None,
     ) -> ShareRecord:
         """The one record a write (or an epoch-raising read) produces, as Kafka's coordinator decides it.
 
@@ -487,7 +488,8 @@ class ShareCoordinator:
         checkpoint, else a delta of the request's batches combined among themselves and pruned by the
         new start offset, which is never below the stored one. Unlike Kafka, the delta count restarts
         at every checkpoint (initialize and idle ones too), so it is a pure function of the log and
-        "N deltas since the last checkpoint" holds literally.
+        "N deltas since the last checkpoint" holds literally. `canonical` is
+        `is_canonical(state_batches)` when the caller knows it (None: not known).
         """
         current = key_state.state
         new_start_offset = start_offset if start_offset > current.start_offset else current.start_offset
@@ -507,7 +509,12 @@ class ShareCoordinator:
                 write_timestamp_ms=now_ms,
                 state_batches=combined,
             )
-        if is_canonical(state_batches, new_start_offset):  # combine((), batches, start) would not change them
+        if canonical is None:
+            canonical = is_canonical(state_batches, new_start_offset)
+        elif canonical and state_batches and new_start_offset != -1:
+            # Sorted and disjoint: only the first batch can lie below the start offset.
+            canonical = state_batches[0].first_offset >= new_start_offset
+        if canonical:  # combine((), batches, start) would not change them
             batches = state_batches if type(state_batches) is tuple else tuple(state_batches)
         else:
             batches = tuple(combine((), state_batches, new_start_offset))
