@@ -295,7 +295,7 @@ class SharePartition:
             self._require_active()
         now_ms = self._clock.now_ms()
         pending = self._tracker.begin_acknowledge(member_id, batches, now_ms)
-        transition_id = pending[0]
+        transition_id, state_batches, start_offset, delivery_complete_count = pending
         if not transition_id:
             return
         try:
@@ -304,8 +304,8 @@ class SharePartition:
             else:
                 await self._persister.write_state(
                     self.group_id, self.topic_id, self.partition, state_epoch=self._state_epoch,
-                    leader_epoch=self.leader_epoch, start_offset=pending[2], state_batches=pending[1],
-                    delivery_complete_count=pending[3])
+                    leader_epoch=self.leader_epoch, start_offset=start_offset, state_batches=state_batches,
+                    delivery_complete_count=delivery_complete_count)
         except BaseException as exc:
             raise self._failed_write(pending, exc, "write acknowledgements")
         self._tracker.complete(transition_id, True, now_ms)
