@@ -19,7 +19,7 @@
 
 What bounds write latency under load: with every share-partition in a closed loop, Little's law makes
 the latency `partitions / writes_per_s`, so once one fsync costs less than `partitions x` the CPU of a
-write (on a disk whose fsync takes 0.2 ms, 256 partitions at ~15 us of Python a write), latency is CPU
+write (on a disk whose fsync takes 0.2 ms, 256 partitions at ~10 us of Python a write), latency is CPU
 time, not fsync time; `cpu_per_write_us` and the partition sweep show it. The same closed loop over a
 stand-in that does nothing but group commit (a future per write, one fdatasync per group) is the floor
 of that number: the event loop, the benchmark's own bookkeeping and the fsyncs; what lies above it is
