@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 from typing import Callable
 
 from sharegroup.errors import Errors, ShareError
@@ -27,13 +28,14 @@ from .records import ShareCheckpoint, ShareRecord, StateKey
 
 __all__ = ["AppendPipeline", "write_error"]
 
-Replay = Callable[[int, StateKey, ShareRecord], "ShareCheckpoint | None"]
+Replay = Callable[[int, StateKey, ShareRecord, object], "ShareCheckpoint | None"]
 Encode = Callable[[StateKey, ShareRecord, object], bytes]
 
 
 class AppendPipeline:
     """Key holds and durable appends over one RecordLog, replaying each record with `replay(offset,
-    key, record)` (which returns the key's state after it) once the record is durable. `encode(key,
+    key, record, key_state)` (which returns the key's state after it; `key_state` is what the caller of
+    `append_and_replay` passed, or None) once the record is durable. `encode(key,
     record, key_state)` builds a record's frame for the fast path.
 
     `held` maps each held key to None, or to a FIFO of the futures of operations waiting for it;
@@ -103,36 +105,52 @@ class AppendPipeline:
         return the key's state after the replay. The hold is released only after the replay (or the
         failure of the append), even when the caller is cancelled meanwhile: a record that may be
         durable is always replayed before another operation on the key validates against the state.
-        `key_state` is the key's current state, when the caller has it at hand (for `encode`).
+        `key_state` is the key's current state, when the caller has it at hand (for `encode` and
+        `replay`).
         """
         enqueue = self.enqueue
         if enqueue is None:
             return await self._append_in_task(key, record)
-        log = self._log
         token = -1
         try:
             frames = [self._encode(key, record, key_state)]
             waiter = asyncio.get_running_loop().create_future()
             token = self._next_token
             self._next_token = token + 1
-            self.append_floors[token] = log.end_offset
+            self.append_floors[token] = self._log.end_offset
             self.queued += 1
-
-            def appended(first_offset: int | None, error: BaseException | None) -> None:
-                self._appended(key, record, token, waiter, first_offset, error)
-
             entries = [(key, record)]
-            while not enqueue(entries, frames, appended):
-                await log.wait_for_room()  # backpressure: the log's queue is full
+            appended = functools.partial(self._appended, key, record, token, waiter, key_state)
+            queued = enqueue(entries, frames, appended)
         except BaseException as exc:
-            # Nothing was queued (unless the log called back before raising, which released the key).
-            if token == -1 or token in self.append_floors:
-                if token != -1:
-                    del self.append_floors[token]
-                    self.queued -= 1
-                self.release(key)
+            self._unqueue(key, token)
             raise write_error(exc)
+        if not queued:  # backpressure: the log's queue is full
+            await self._enqueue_when_room(key, token, entries, frames, appended)
+        # The frame of this coroutine keeps the write's objects until its caller resumes, so they are
+        # freed one write at a time rather than all at once when the group commit completes, which
+        # keeps the garbage collector's young generation (and its full collections) quiet under load.
         return await waiter
+
+    async def _enqueue_when_room(self, key: StateKey, token: int, entries: list, frames: list, appended) -> None:
+        """Wait for room in the log's queue and queue the record (`append_and_replay` under backpressure)."""
+        try:
+            while True:
+                await self._log.wait_for_room()
+                if self.enqueue(entries, frames, appended):
+                    return
+        except BaseException as exc:
+            self._unqueue(key, token)
+            raise write_error(exc)
+
+    def _unqueue(self, key: StateKey, token: int) -> None:
+        """Undo `append_and_replay`'s bookkeeping for a record that was not queued and release the key;
+        nothing, when the log called back before raising (the callback released the key)."""
+        if token == -1 or token in self.append_floors:
+            if token != -1:
+                del self.append_floors[token]
+                self.queued -= 1
+            self.release(key)
 
     def _appended(
         self,
@@ -140,6 +158,7 @@ class AppendPipeline:
         record: ShareRecord,
         token: int,
         waiter: asyncio.Future,
+        key_state,
         first_offset: int | None,
         error: BaseException | None,
     ) -> None:
@@ -148,7 +167,7 @@ class AppendPipeline:
         state = None
         try:
             if error is None:
-                state = self._replay(first_offset, key, record)
+                state = self._replay(first_offset, key, record, key_state)
         except BaseException as exc:  # a replay that fails is a bug; the write must not look successful
             error = exc
         finally:
@@ -195,7 +214,7 @@ class AppendPipeline:
                 raise write_error(exc)
             if len(offsets) != 1:
                 raise AssertionError(f"log returned {len(offsets)} offsets for 1 record")
-            return self._replay(offsets[0], key, record)
+            return self._replay(offsets[0], key, record, None)
         finally:
             del self.append_floors[token]
             self.release(key)

@@ -133,10 +133,14 @@ def is_canonical(batches: Sequence, start_offset: int = -1) -> bool:
     return True
 
 
-def merge_canonical(state_batches: tuple, new_batches: Sequence, start_offset: int) -> tuple[StateBatch, ...]:
+def merge_canonical(
+    state_batches: tuple, new_batches: Sequence, start_offset: int, new_canonical: bool = False
+) -> tuple[StateBatch, ...]:
     """`tuple(combine(state_batches, new_batches, start_offset))` for `state_batches` that is canonical
     (see `is_canonical`; its start bound does not matter here), computed without a sweep when the new
     batches are canonical, not below `start_offset` and cover no offset the pruned state covers.
+    `new_canonical=True` is the caller's word that `is_canonical(new_batches, start_offset)` holds
+    (it is then not checked again).
 
     Runtime complexity: O(p + k log n) for p pruned state batches, k new ones and n state batches (plus
     the copies of a tuple splice), else that of `combine`.
@@ -157,7 +161,7 @@ def merge_canonical(state_batches: tuple, new_batches: Sequence, start_offset: i
                 old = old[i:]
     if not new_batches:
         return old
-    if not is_canonical(new_batches, start_offset):
+    if not new_canonical and not is_canonical(new_batches, start_offset):
         return tuple(combine(state_batches, new_batches, start_offset))
     if not old:
         return tuple(new_batches)

@@ -37,7 +37,7 @@ from .frame_codec import frame_codec
 from .log import SegmentLog
 from .log_api import RecordLog
 from .records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, encode_key, encode_record, new_delta
-from .replay import KeyState, replay_log, replay_record
+from .replay import KeyState, apply_record, replay_log, replay_record
 from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem, as_items, per_partition
 from .validation import (
     INT32_MAX,
@@ -278,7 +278,7 @@ class ShareCoordinator:
             start_offset = check_start_offset(start_offset)
         if not (type(delivery_complete_count) is int and -1 <= delivery_complete_count <= INT32_MAX):
             delivery_complete_count = check_delivery_complete_count(delivery_complete_count)
-        batches = fast_state_batches(state_batches)
+        batches, canonical = fast_state_batches(state_batches)
         held = self._pipeline.held
         size = len(held)
         held.setdefault(key, None)  # takes the hold when the key is free (one hash of the key, not two)
@@ -297,12 +297,9 @@ class ShareCoordinator:
                     Errors.FENCED_STATE_EPOCH,
                     f"Write with state epoch {state_epoch} below the stored {key_state.state_epoch_max}.",
                 )
+            # A write never changes the stored epochs (positional arguments: the hot path).
             record = self._next_record(
-                key_state,
-                leader_epoch=key_state.state.leader_epoch,  # a write never changes the stored epochs
-                start_offset=start_offset,
-                delivery_complete_count=delivery_complete_count,
-                state_batches=batches,
+                key_state, key_state.state.leader_epoch, start_offset, delivery_complete_count, batches, canonical
             )
         except BaseException:
             self._pipeline.release(key)
@@ -479,11 +476,11 @@ class ShareCoordinator:
     def _next_record(
         self,
         key_state: KeyState,
-        *,
         leader_epoch: int,
         start_offset: int,
         delivery_complete_count: int,
         state_batches: Sequence[StateBatch],
+        canonical: bool | None = None,
     ) -> ShareRecord:
         """The one record a write (or an epoch-raising read) produces, as Kafka's coordinator decides it.
 
@@ -491,7 +488,8 @@ class ShareCoordinator:
         checkpoint, else a delta of the request's batches combined among themselves and pruned by the
         new start offset, which is never below the stored one. Unlike Kafka, the delta count restarts
         at every checkpoint (initialize and idle ones too), so it is a pure function of the log and
-        "N deltas since the last checkpoint" holds literally.
+        "N deltas since the last checkpoint" holds literally. `canonical` is
+        `is_canonical(state_batches)` when the caller knows it (None: not known).
         """
         current = key_state.state
         new_start_offset = start_offset if start_offset > current.start_offset else current.start_offset
@@ -511,7 +509,12 @@ class ShareCoordinator:
                 write_timestamp_ms=now_ms,
                 state_batches=combined,
             )
-        if is_canonical(state_batches, new_start_offset):  # combine((), batches, start) would not change them
+        if canonical is None:
+            canonical = is_canonical(state_batches, new_start_offset)
+        elif canonical and state_batches and new_start_offset != -1:
+            # Sorted and disjoint: only the first batch can lie below the start offset.
+            canonical = state_batches[0].first_offset >= new_start_offset
+        if canonical:  # combine((), batches, start) would not change them
             batches = state_batches if type(state_batches) is tuple else tuple(state_batches)
         else:
             batches = tuple(combine((), state_batches, new_start_offset))
@@ -519,9 +522,20 @@ class ShareCoordinator:
 
     # -- replaying ---------------------------------------------------------------------------------
 
-    def _replay(self, offset: int, key: StateKey, record: ShareRecord) -> ShareCheckpoint | None:
+    def _replay(
+        self, offset: int, key: StateKey, record: ShareRecord, key_state: KeyState | None = None
+    ) -> ShareCheckpoint | None:
         """Apply one durable record to the in-memory state (`persister.replay`); return the key's state
-        after it (None after a tombstone). The append pipeline calls it once a record is durable."""
+        after it (None after a tombstone). The append pipeline calls it once a record is durable.
+
+        `key_state` is the key's state that `write_state` validated the record against: the key has been
+        held since, so it is still the key's entry, and a delta applies to it in place without a second
+        look-up. Such a delta was built by `_next_record` in the combiner's output form, which its
+        replay need not check again.
+        """
+        if key_state is not None and type(record) is ShareDelta:
+            apply_record(key_state, offset, record, canonical_delta=True)
+            return key_state.state
         return replay_record(self._states, offset, key, record)
 
     def _encode(self, key: StateKey, record: ShareRecord, key_state: KeyState | None = None) -> bytes:

@@ -7,7 +7,7 @@ MemoryLog) are this class; they differ only in the log below and, for the test d
 from __future__ import annotations
 
 import uuid
-from typing import Sequence
+from typing import Any, Coroutine, Sequence
 
 from sharegroup.types import PartitionState, StateBatch, StateSummary
 
@@ -36,7 +36,7 @@ class CoordinatorPersister:
     ) -> PartitionState:
         return await self.coordinator.read_state(group_id, topic_id, partition, leader_epoch=leader_epoch)
 
-    async def write_state(
+    def write_state(
         self,
         group_id: str,
         topic_id: uuid.UUID,
@@ -47,8 +47,10 @@ class CoordinatorPersister:
         start_offset: int,
         state_batches: Sequence[StateBatch],
         delivery_complete_count: int = -1,
-    ) -> None:
-        await self.coordinator.write_state(
+    ) -> Coroutine[Any, Any, None]:
+        """The coordinator's `write_state` coroutine itself: the hot path of every acknowledgement, so
+        no coroutine of its own wraps it (awaiting it, or making a task of it, is the same)."""
+        return self.coordinator.write_state(
             group_id,
             topic_id,
             partition,

@@ -47,7 +47,7 @@ from .log_api import LogEntry
 from .log_files import LOCK_FILE, START_OFFSET_FILE, LogLockedError, SegmentInfo, segment_file_name
 from . import log_recovery
 from .log_recovery import open_and_recover, read_log
-from .metrics import metrics_for
+from .metrics import HistogramTally, metrics_for
 from .records import ShareRecord, StateKey, encode_record
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 _logger = logging.getLogger("persister.log")
+_perf_counter = time.perf_counter
 
 SEGMENT_BYTES_MIN = 1024
 DEFAULT_SEGMENT_BYTES = 100 * 2**20
@@ -84,15 +85,19 @@ class _Pending:
 
     def __init__(self, frames: list[bytes], future: asyncio.Future | None, callback=None) -> None:
         self.frames = frames
-        self.nbytes = sum(map(len, frames))
+        self.nbytes = len(frames[0]) if len(frames) == 1 else sum(map(len, frames))
         self.future = future
         self.callback = callback
-        self.queued_at = time.perf_counter()
+        self.queued_at = _perf_counter()
 
     def resolve(self, first_offset: int) -> None:
         """Its records are durable from `first_offset` on: answer the waiter."""
-        if self.callback is not None:
-            _call_back(self.callback, first_offset, None)
+        callback = self.callback
+        if callback is not None:
+            try:
+                callback(first_offset, None)
+            except Exception:  # a waiter's bug must not keep the rest of its group waiting
+                _logger.exception("state log: an append callback failed")
         elif not self.future.done():
             self.future.set_result(list(range(first_offset, first_offset + len(self.frames))))
 
@@ -181,7 +186,7 @@ class SegmentLog:
         self.recovery_seconds: float = state["recovery_seconds"]
         label = {"log": self._dir}
         metrics = metrics_for(state["metrics_registry"])
-        self._m_latency = metrics.write_latency_seconds.labels(**label)
+        self._m_latency = HistogramTally(metrics.write_latency_seconds.labels(**label))
         self._m_group = metrics.group_commit_records.labels(**label)
         self._m_fsyncs = metrics.fsyncs.labels(**label)
         self._m_bytes = metrics.appended_bytes.labels(**label)
@@ -510,11 +515,13 @@ class SegmentLog:
         self._m_group.observe(plan.records)
         self._m_bytes.inc(plan.nbytes)
         now = time.perf_counter()
-        observe = self._m_latency.observe
+        latency = self._m_latency
+        add_latency = latency.add
         for pending, first in zip(group, plan.first_offsets):
-            observe(now - pending.queued_at)
+            add_latency(now - pending.queued_at)
             pending.resolve(first)
             self._finish(pending)
+        latency.flush()
 
     def _fail_group(self, group: list[_Pending], error: BaseException, *, count_failure: bool = True) -> None:
         if count_failure:

@@ -10,12 +10,13 @@ module's own `REGISTRY` unless given another one; the edges (layer 4) expose it 
 
 from __future__ import annotations
 
+import bisect
 import threading
 import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["REGISTRY", "PerRegistry", "PersisterMetrics", "metrics_for"]
+__all__ = ["REGISTRY", "PerRegistry", "PersisterMetrics", "metrics_for", "HistogramTally"]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -83,6 +84,55 @@ class PersisterMetrics:
             ["log"],
             registry=registry,
         )
+
+
+class HistogramTally:
+    """Observations of one histogram series counted locally and added to it at once by `flush`.
+
+    A group commit resolves hundreds of appends; observing each one's latency through
+    `Histogram.observe` takes a lock and a linear bucket search per append. The tally finds each bucket
+    by bisection and, on `flush`, adds each bucket's count and the sum once: the exported series is the
+    same as with one `observe` per value. It uses the child's bucket bounds and values (attributes of
+    prometheus_client's Histogram); a histogram without them is observed value by value instead.
+    """
+
+    __slots__ = ("_child", "_bounds", "_counts", "_sum", "_values")
+
+    def __init__(self, child) -> None:
+        self._child = child
+        bounds = getattr(child, "_upper_bounds", None)
+        buckets = getattr(child, "_buckets", None)
+        exact = bounds is not None and buckets is not None and len(bounds) == len(buckets)
+        self._bounds = list(bounds) if exact and hasattr(child, "_sum") else None
+        self._counts = [0] * len(self._bounds) if self._bounds is not None else []
+        self._sum = 0.0
+        self._values: list[float] = []  # the fallback's values
+
+    def add(self, value: float) -> None:
+        """Count one observation (not visible in the histogram before `flush`)."""
+        if self._bounds is None:
+            self._values.append(value)
+            return
+        self._counts[bisect.bisect_left(self._bounds, value)] += 1  # the first bound >= value, as observe
+        self._sum += value
+
+    def flush(self) -> None:
+        """Add what was counted since the last flush to the histogram."""
+        child = self._child
+        if self._bounds is None:
+            values, self._values = self._values, []
+            for value in values:
+                child.observe(value)
+            return
+        counts = self._counts
+        if not any(counts):
+            return
+        child._sum.inc(self._sum)
+        for bucket, count in zip(child._buckets, counts):
+            if count:
+                bucket.inc(count)
+        self._counts = [0] * len(counts)
+        self._sum = 0.0
 
 
 class PerRegistry:

@@ -100,7 +100,9 @@ class KeyState:
 
 
 
-def apply_record(key_state: KeyState | None, offset: int, record: ShareRecord) -> KeyState | None:
+def apply_record(
+    key_state: KeyState | None, offset: int, record: ShareRecord, *, canonical_delta: bool = False
+) -> KeyState | None:
     """Apply one durable record at log `offset` to a key's state (None: the key has none); return the
     key's state after it: `key_state` itself, changed in place, or a new KeyState for a key that starts
     here, or None after a tombstone (as Kafka's share coordinator shard replays its records).
@@ -109,6 +111,8 @@ def apply_record(key_state: KeyState | None, offset: int, record: ShareRecord) -
     key was created); a delta is combined into the state (priority by delivery count, then state; its
     start offset and leader epoch -1 mean unchanged); a delta that starts a key (only in a log pruned
     by someone else) builds the state from itself, with state epoch and timestamps 0, as Kafka does.
+    `canonical_delta=True` says the delta's batches are already in the combiner's output form, not below
+    its start offset (the coordinator's own deltas are built so), which spares checking them again.
     """
     if record is None:
         return None
@@ -131,7 +135,7 @@ def apply_record(key_state: KeyState | None, offset: int, record: ShareRecord) -
         start_offset = old.start_offset if record.start_offset == -1 else record.start_offset
         leader_epoch = old.leader_epoch if record.leader_epoch == -1 else record.leader_epoch
         if key_state.canonical:
-            batches = merge_canonical(old.state_batches, record.state_batches, start_offset)
+            batches = merge_canonical(old.state_batches, record.state_batches, start_offset, canonical_delta)
         else:
             batches = tuple(combine(old.state_batches, record.state_batches, start_offset))
             key_state.canonical = True

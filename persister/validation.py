@@ -13,6 +13,7 @@ from typing import Iterable
 from sharegroup.errors import Errors, ShareError
 from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, StateBatch, is_plain_int
 
+from .combiner import is_canonical
 from .records import StateKey
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 GROUP_ID_BYTES_MAX = 2**15 - 1  # Kafka strings carry an int16 length
+_new_tuple = tuple.__new__
 # share.coordinator.snapshot.update.records.per.snapshot: Kafka's default and bounds [0, 500].
 RECORDS_PER_SNAPSHOT_DEFAULT = 500
 RECORDS_PER_SNAPSHOT_MAX = 500
@@ -109,12 +111,17 @@ def check_state_batches(batches: Iterable) -> list[StateBatch]:
     return checked
 
 
-def fast_state_batches(batches) -> tuple[StateBatch, ...]:
+def fast_state_batches(batches) -> tuple[tuple[StateBatch, ...], bool]:
     """`check_state_batches` for the common shape (a list or tuple of StateBatch of plain ints), checked
     in one pass without copying each batch; anything else goes through `check_state_batches`, so the
-    errors are the same. Returns a tuple (the caller's list may change after the call)."""
+    errors are the same. Returns a tuple (the caller's list may change after the call) and, from the
+    same pass, whether it is in the combiner's output form regardless of a start offset
+    (`persister.combiner.is_canonical(batches)`: sorted, disjoint, touching batches differing)."""
     kind = type(batches)
     if kind is list or kind is tuple:
+        canonical = True
+        previous_last = -1
+        previous_state = previous_count = None
         for batch in batches:
             if type(batch) is not StateBatch:
                 break
@@ -129,9 +136,15 @@ def fast_state_batches(batches) -> tuple[StateBatch, ...]:
                 and 0 <= count <= DELIVERY_COUNT_MAX
             ):
                 break
+            if first <= previous_last or (
+                first == previous_last + 1 and state == previous_state and count == previous_count
+            ):
+                canonical = False
+            previous_last, previous_state, previous_count = last, state, count
         else:
-            return batches if kind is tuple else tuple(batches)
-    return tuple(check_state_batches(batches))
+            return (batches if kind is tuple else tuple(batches)), canonical
+    checked = tuple(check_state_batches(batches))
+    return checked, is_canonical(checked)
 
 
 def request_key(group_id, topic_id, partition) -> StateKey:
@@ -145,5 +158,5 @@ def request_key(group_id, topic_id, partition) -> StateKey:
         and 0 < len(group_id) <= GROUP_ID_BYTES_MAX
         and group_id.isascii()  # then its UTF-8 form is as long as it is
     ):
-        return StateKey(group_id, topic_id, partition)
+        return _new_tuple(StateKey, (group_id, topic_id, partition))  # StateKey(...) without its __new__
     return check_key(group_id, topic_id, partition)

@@ -50,6 +50,10 @@ class SharePartitionStatus(enum.Enum):
     FENCED = "FENCED"
 
 
+# The member itself, looked up once: reading an enum member through its class costs as much as a small
+# tracker call on the acknowledgement hot path.
+_ACTIVE = SharePartitionStatus.ACTIVE
+
 _COORDINATOR_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE,
                                  Errors.COORDINATOR_LOAD_IN_PROGRESS})
 _FENCING_ERRORS = frozenset({Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH})
@@ -255,7 +259,7 @@ class SharePartition:
         aborted_transactions: Sequence[AbortedTransaction] = (),
     ) -> list[AcquiredRecords]:
         """Acquire records of the fetched producer batches for `member_id`; nothing is persisted."""
-        if self._status is not SharePartitionStatus.ACTIVE:
+        if self._status is not _ACTIVE:
             self._require_active()
         if type(max_records) is not int or fetch_offset is not None or batch_size is not None:
             self._check_acquire_arguments(max_records, fetch_offset, batch_size)
@@ -284,11 +288,14 @@ class SharePartition:
         """Apply acknowledgements all-or-nothing and wait until they are durable.
 
         The hot path of every acknowledgement: one coroutine (this one) around the persister's write
-        when no unwritten expiry runs are carried, failures mapped by `_failed_write`."""
-        if self._status is not SharePartitionStatus.ACTIVE:
+        when no unwritten expiry runs are carried, failures mapped by `_failed_write`. The clock is read
+        once: a commit does not look at the time (`complete` uses it only to roll back, which
+        `_failed_write` does with a fresh reading)."""
+        if self._status is not _ACTIVE:
             self._require_active()
-        pending = self._tracker.begin_acknowledge(member_id, batches, self._clock.now_ms())
-        transition_id = pending[0]
+        now_ms = self._clock.now_ms()
+        pending = self._tracker.begin_acknowledge(member_id, batches, now_ms)
+        transition_id, state_batches, start_offset, delivery_complete_count = pending
         if not transition_id:
             return
         try:
@@ -297,11 +304,11 @@ class SharePartition:
             else:
                 await self._persister.write_state(
                     self.group_id, self.topic_id, self.partition, state_epoch=self._state_epoch,
-                    leader_epoch=self.leader_epoch, start_offset=pending[2], state_batches=pending[1],
-                    delivery_complete_count=pending[3])
+                    leader_epoch=self.leader_epoch, start_offset=start_offset, state_batches=state_batches,
+                    delivery_complete_count=delivery_complete_count)
         except BaseException as exc:
             raise self._failed_write(pending, exc, "write acknowledgements")
-        self._tracker.complete(transition_id, True, self._clock.now_ms())
+        self._tracker.complete(transition_id, True, now_ms)
 
     async def release_acquired_records(self, member_id: str) -> None:
         """Release every record `member_id` holds (member left or its share session closed)."""
@@ -391,7 +398,7 @@ class SharePartition:
         this share-partition carries them, and every call here retries them even when no lock is due,
         until a write succeeds.
         """
-        if self._status is not SharePartitionStatus.ACTIVE:
+        if self._status is not _ACTIVE:
             return 0
         count, pending = self._tracker.expire_locks(self._clock.now_ms())
         retry = bool(self._unwritten) and self._unwritten.needs_write(self._tracker.state_batches(), pending.start_offset)
