@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable
 
-from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka import KafkaException, Producer, ShareConsumer
 
 WAIT_S = 20.0
 
@@ -55,6 +55,28 @@ def share_consumer(bootstrap: str, group: str, topic: str, **config: Any) -> Sha
     consumer = ShareConsumer(conf)
     consumer.subscribe([topic])
     return consumer
+
+
+def consume_or_refusal(config: dict[str, Any], group: str, topic: str, count: int) -> tuple[list[bytes], int | None]:
+    """A ShareConsumer with `config` (bootstrap and security settings) reads up to `count` values of
+    `topic` in `group` and acknowledges them: (values, None), or (values so far, the error code that
+    stopped it) when the broker refuses it (an authorization failure surfaces from `poll`)."""
+    consumer = ShareConsumer({**config, "group.id": group, "fetch.wait.max.ms": 200})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(values) < count and time.monotonic() < deadline:
+            try:
+                messages = consumer.poll(0.5)
+            except KafkaException as exc:
+                return values, exc.args[0].code()
+            values += [m.value() for m in messages if m.error() is None]
+        if values:
+            consumer.commit_sync()  # acknowledge what was delivered (ShareAcknowledge, also authorized)
+    finally:
+        consumer.close()
+    return values, None
 
 
 def poll_until(consumer: ShareConsumer, done: Callable[[list[Any]], bool],

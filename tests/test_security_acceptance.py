@@ -9,14 +9,12 @@ exists. The ACLs are created by `admin`, a super user who logs in with PLAIN, th
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("trustme")
 
-from confluent_kafka import KafkaError, KafkaException, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka import KafkaError, Producer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AclBinding,
     AclOperation,
@@ -37,7 +35,7 @@ from tests.security_harness import (  # noqa: E402
     secured_serve_args,
 )
 from tests.server_harness import ServeProcess  # noqa: E402
-from tests.share_clients import WAIT_S  # noqa: E402
+from tests.share_clients import WAIT_S, consume_or_refusal  # noqa: E402
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 BOB = "User:bob"
@@ -82,23 +80,8 @@ def secured(tmp_path_factory, certs):
 
 def _consume(server: ServeProcess, certs: Certificates, group: str, topic: str, count: int) -> tuple[list[bytes], int | None]:
     """bob's ShareConsumer: (values received, the error code that stopped it or None)."""
-    consumer = ShareConsumer({**client_config(certs, server.bootstrap, "SCRAM-SHA-512", "bob", PASSWORDS["bob"]),
-                              "group.id": group, "fetch.wait.max.ms": 200})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while len(values) < count and time.monotonic() < deadline:
-            try:
-                messages = consumer.poll(0.5)
-            except KafkaException as exc:
-                return values, exc.args[0].code()
-            values += [m.value() for m in messages if m.error() is None]
-        if values:
-            consumer.commit_sync()
-    finally:
-        consumer.close()
-    return values, None
+    config = client_config(certs, server.bootstrap, "SCRAM-SHA-512", "bob", PASSWORDS["bob"])
+    return consume_or_refusal(config, group, topic, count)
 
 
 def test_scram_sha_512_over_tls_consumes_its_groups_topic(secured):

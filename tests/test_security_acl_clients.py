@@ -7,8 +7,6 @@ second broker; ACLs surviving SIGKILL and a restart of `sharegroup serve`; and t
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -26,7 +24,7 @@ from sharegroup.server.authorization import AclOperation as Op
 from sharegroup.server.authorization import ResourceType as RT
 from sharegroup.server.security import acls as sg_acls
 from tests.server_harness import BrokerThread, ServeProcess, run_cli
-from tests.share_clients import WAIT_S, share_consumer
+from tests.share_clients import WAIT_S, consume_or_refusal
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ANON = "User:ANONYMOUS"
@@ -78,21 +76,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> list:
 
 def consume(bootstrap: str, group: str, topic: str, count: int) -> tuple[list[bytes], int | None]:
     """(values consumed, the error code that stopped the consumer or None), polling at most WAIT_S."""
-    consumer = share_consumer(bootstrap, group, topic)
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while len(values) < count and time.monotonic() < deadline:
-            try:
-                messages = consumer.poll(0.5)
-            except KafkaException as exc:
-                return values, exc.args[0].code()
-            values += [m.value() for m in messages if m.error() is None]
-        if values:
-            consumer.commit_sync()  # acknowledge what was delivered (ShareAcknowledge, also authorized)
-    finally:
-        consumer.close()
-    return values, None
+    return consume_or_refusal({"bootstrap.servers": bootstrap}, group, topic, count)
 
 
 @pytest.fixture(scope="module")

@@ -47,11 +47,15 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 # -- OffsetCommit ------------------------------------------------------------------------------------
 
 
+def _topic_codes(request: Any, codes: dict[tuple[str, int], int]) -> list[dict[str, Any]]:
+    """The request's topics and partitions, each with its code from `codes` (NONE when absent)."""
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                             "error_code": codes.get((t.name, int(p.partition_index)), 0)}
+                                            for p in t.partitions]} for t in request.topics]
+
+
 def _commit_response(ctx: RequestContext, request: Any, codes: dict[tuple[str, int], int]) -> Any:
-    return ctx.response({"throttle_time": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": codes.get((t.name, int(p.partition_index)), 0)}
-                                        for p in t.partitions]} for t in request.topics]})
+    return ctx.response({"throttle_time": 0, "topics": _topic_codes(request, codes)})
 
 
 async def offset_commit(ctx: RequestContext, request: Any) -> Any:
@@ -180,10 +184,7 @@ def offset_fetch_error(ctx: RequestContext, request: Any, code: int) -> Any:
 
 
 def _delete_response(ctx: RequestContext, request: Any, code: int, codes: dict[tuple[str, int], int]) -> Any:
-    return ctx.response({"error_code": code, "throttle_time": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": codes.get((t.name, int(p.partition_index)), 0)}
-                                        for p in t.partitions]} for t in request.topics]})
+    return ctx.response({"error_code": code, "throttle_time": 0, "topics": _topic_codes(request, codes)})
 
 
 async def offset_delete(ctx: RequestContext, request: Any) -> Any:
