@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from ..errors import Errors, ShareError
 from ..types import is_plain_int
 from .consumer_config import ConsumerGroupConfig
 from .consumer_group import ConsumerGroup, ConsumerGroupState
+from .classic_responses import ClassicGroupDescription, ClassicMemberDescription
 from .consumer_heartbeat import ConsumerHeartbeat
+from .consumer_protocol import encode_assignment, encode_subscription
 from .consumer_records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
@@ -27,7 +29,7 @@ from .offsets import OffsetHooks
 from .records import Record
 from .validation import check_group_id, check_partition, check_topic_id, invalid
 
-__all__ = ["ConsumerGroupDescription", "ConsumerMemberDescription", "check_heartbeat", "describe",
+__all__ = ["ConsumerGroupDescription", "ConsumerMemberDescription", "check_heartbeat", "describe", "describe_classic_form",
            "validate_offset_commit", "validate_offset_fetch", "deletion_records"]
 
 _INT32_MAX = 2**31 - 1
@@ -150,6 +152,28 @@ def describe(store: GroupStore, group_id: str, default_assignor: str) -> Consume
     ]
     return ConsumerGroupDescription(group.group_id, group.state, group.group_epoch, group.assignment_epoch,
                                     group.preferred_assignor(default_assignor), members)
+
+
+def describe_classic_form(store: GroupStore, group_id: str, default_assignor: str,
+                          topic_name: Callable[[uuid.UUID], str | None]) -> ClassicGroupDescription:
+    """DescribeGroups (the classic API) of a KIP-848 consumer group, as Kafka answers it so that older
+    tools still see the group: protocol type "consumer", the group's assignor as the protocol, Kafka's
+    state name, and per member its ids, client id and host, its subscription as a
+    ConsumerProtocolSubscription and its current assignment (by topic name; `topic_name(topic_id)`,
+    None for a topic that is gone, which is left out) as a ConsumerProtocolAssignment."""
+    group: ConsumerGroup = store.require_group(group_id, ConsumerGroup)
+    members = []
+    for m in group.members.values():
+        assignment: dict[str, list[int]] = {}
+        for topic_id, partitions in sorted(assignment_dict(m.assigned).items()):
+            name = topic_name(topic_id)
+            if name is not None:
+                assignment[name] = sorted(partitions)
+        members.append(ClassicMemberDescription(
+            m.member_id, m.instance_id, m.client_id, m.client_host,
+            encode_subscription(sorted(m.subscribed_topic_names)), encode_assignment(dict(sorted(assignment.items())))))
+    return ClassicGroupDescription(group_id, Errors.NONE, str(group.state), "consumer",
+                                   group.preferred_assignor(default_assignor), tuple(members))
 
 
 def validate_offset_commit(store: GroupStore, group_id: str, member_id: str | None, member_epoch: int) -> None:

@@ -28,7 +28,7 @@ from ..persistence import Persister
 from .admin import ShareGroupAdmin, check_offsets_request
 from .classic_api import ClassicGroupsApi
 from .classic_records import OffsetCommitKey
-from .classic_responses import GroupListing
+from .classic_responses import ClassicGroupDescription, GroupListing
 from .classic_config import ClassicGroupConfig
 from .config import GroupConfig
 from .consumer_admin import (
@@ -37,6 +37,7 @@ from .consumer_admin import (
     consumer_offset_hooks,
     deletion_records,
     describe as describe_consumer_group,
+    describe_classic_form,
     validate_offset_commit,
     validate_offset_fetch,
 )
@@ -282,6 +283,20 @@ class GroupCoordinator(ClassicGroupsApi):
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
         return describe_consumer_group(self._store, group_id, self._consumer_config.default_assignor)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[ClassicGroupDescription]:
+        """DescribeGroups: classic groups as they are, KIP-848 consumer groups in classic form (see
+        `consumer_admin.describe_classic_form`), GROUP_ID_NOT_FOUND (state Dead) for the rest."""
+        described = super().describe_groups(group_ids)
+        return [describe_classic_form(self._store, d.group_id, self._consumer_config.default_assignor,
+                                      self._topic_name)
+                if self.is_consumer_group(d.group_id) else d for d in described]
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of a live topic known by id (None when it is gone or the lookup cannot tell)."""
+        lookup_id = getattr(self._consumer.topics, "lookup_id", None)
+        info = lookup_id(topic_id) if callable(lookup_id) else None
+        return info.name if info is not None and info.topic_id == topic_id else None
 
     def validate_offset_commit(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """Raise as Kafka does when a member of a consumer group commits offsets with a wrong epoch
