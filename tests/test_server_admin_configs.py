@@ -52,6 +52,7 @@ def test_group_configs_described_with_defaults_then_set_values(client):
     before = describe(client, GROUP, "g")
     assert (before.error_code, before.resource_type, before.resource_name) == (NONE, GROUP, "g")
     assert values(before) == {
+        "consumer.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG), "consumer.session.timeout.ms": ("45000", DEFAULT_CONFIG),
         "share.auto.offset.reset": ("earliest", DEFAULT_CONFIG), "share.delivery.count.limit": ("5", DEFAULT_CONFIG),
         "share.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG), "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG),
         "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG), "share.session.timeout.ms": ("45000", DEFAULT_CONFIG)}
@@ -75,6 +76,11 @@ def test_group_configs_described_with_defaults_then_set_values(client):
     ("share.session.timeout.ms", "100"),
     ("share.heartbeat.interval.ms", "50000"),      # not below the session timeout
     ("share.fetch.anything", "1"),                 # not a group config
+    ("consumer.session.timeout.ms", "44999"),      # below group.consumer.min.session.timeout.ms
+    ("consumer.session.timeout.ms", "60001"),      # above group.consumer.max.session.timeout.ms
+    ("consumer.heartbeat.interval.ms", "4999"),    # below group.consumer.min.heartbeat.interval.ms
+    ("consumer.heartbeat.interval.ms", "15001"),   # above the max
+    ("consumer.heartbeat.interval.ms", "x"),
 ])
 def test_group_configs_outside_the_broker_bounds_are_invalid_config(client, key, value):
     refused = alter(client, GROUP, "g", [(key, SET, value)])
@@ -160,3 +166,50 @@ def test_deleting_a_group_deletes_its_configs(broker, client):
     deleted = client.request(42, 2, build(request_class(42, 2), {"groups_names": ["g"]}))
     assert [(r.group_id, r.error_code) for r in deleted.results] == [("g", NONE)]
     assert values(describe(client, GROUP, "g"))["share.delivery.count.limit"] == ("5", DEFAULT_CONFIG)
+
+
+def test_consumer_group_timing_configs_are_durable_and_reach_the_coordinator(tmp_path):
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms (Kafka 4.x group configs): bounded by
+    the broker's group.consumer.min/max.*, kept across a restart, and used for that consumer group only;
+    the share keys of the same group id stay as they were."""
+    from tests.test_server_consumer_group_wire import heartbeat as consumer_heartbeat
+
+    overrides = {"group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 4000,
+                 "group.consumer.min.heartbeat.interval.ms": 100, "group.consumer.heartbeat.interval.ms": 500,
+                 "group.consumer.max.heartbeat.interval.ms": 15000}
+    broker = BrokerThread(tmp_path, share=True, overrides=overrides)
+    try:
+        broker.call(broker.store.create_topic("t", 2))
+        client = RawClient(broker.broker.port)
+        # An interval not below the session timeout is refused, even when each is within its bounds.
+        assert alter(client, GROUP, "cg", [("consumer.heartbeat.interval.ms", SET, "4000")]).error_code == INVALID_CONFIG
+        assert alter(client, GROUP, "cg", [("consumer.session.timeout.ms", SET, "20000"),
+                                           ("consumer.heartbeat.interval.ms", SET, "1500")]).error_code == NONE
+        assert values(describe(client, GROUP, "cg", keys=["consumer.session.timeout.ms", "share.session.timeout.ms"])) == {
+            "consumer.session.timeout.ms": ("20000", GROUP_CONFIG), "share.session.timeout.ms": ("45000", DEFAULT_CONFIG)}
+        joined = consumer_heartbeat(client, "m1", 0, ["t"], group="cg")
+        assert (joined.error_code, joined.heartbeat_interval.total_seconds()) == (NONE, 1.5)
+        other = consumer_heartbeat(client, "m2", 0, ["t"], group="plain")
+        assert other.heartbeat_interval.total_seconds() == 0.5
+        assert session_left_ms(broker, "cg", "m1") in range(19_000, 20_001)
+        client.close()
+    finally:
+        broker.stop()
+    broker = BrokerThread(tmp_path, share=True, overrides=overrides)
+    try:
+        client = RawClient(broker.broker.port)
+        assert session_left_ms(broker, "cg", "m1") in range(19_000, 20_001)  # a reloaded member's session too
+        assert values(describe(client, GROUP, "cg", keys=["consumer.heartbeat.interval.ms"])) == {
+            "consumer.heartbeat.interval.ms": ("1500", GROUP_CONFIG)}
+        again = consumer_heartbeat(client, "m1", 1, group="cg")
+        assert (again.error_code, again.heartbeat_interval.total_seconds()) == (NONE, 1.5)
+        assert alter(client, GROUP, "cg", [("consumer.heartbeat.interval.ms", DELETE, None)]).error_code == NONE
+        assert consumer_heartbeat(client, "m1", 1, group="cg").heartbeat_interval.total_seconds() == 0.5
+        client.close()
+    finally:
+        broker.stop()
+
+
+def session_left_ms(broker: BrokerThread, group_id: str, member_id: str) -> int:
+    coordinator = broker.share.coordinator
+    return coordinator._store.groups[group_id].sessions.deadlines[member_id] - coordinator._clock.now_ms()

@@ -105,6 +105,9 @@ def test_group_config_defaults_are_validated_against_the_broker_bounds():
         ServeConfig.build({}, [], [("share.lock.duration.ms", "2000")])
     with pytest.raises(ValueError, match="share.auto.offset.reset must be one of"):
         ServeConfig.build({}, [], [("share.auto.offset.reset", "newest")])
+    # A consumer group's timing defaults are the broker's group.consumer.* keys, not --group-config ones.
+    with pytest.raises(ValueError, match="set the broker's group.consumer.session.timeout.ms instead"):
+        ServeConfig.build({}, [], [("consumer.session.timeout.ms", "45000")])
     assert ServeConfig.build({}, [], [("share.auto.offset.reset", "by_duration:PT1H")]).group_defaults == {
         "share.auto.offset.reset": "by_duration:PT1H"}
 

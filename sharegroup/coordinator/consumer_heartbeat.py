@@ -89,11 +89,19 @@ class ConsumerHeartbeat(NamedTuple):
 class ConsumerMembership:
     """Joins, heartbeats, leaves and timeouts of consumer-group members."""
 
-    def __init__(self, store: GroupStore, topics: TopicsLookup, clock: Clock, config: ConsumerGroupConfig) -> None:
+    def __init__(self, store: GroupStore, topics: TopicsLookup, clock: Clock, config: ConsumerGroupConfig,
+                 group_timing: Callable[[str], tuple[int, int] | None] | None = None) -> None:
         self.store = store
         self.topics = topics
         self.clock = clock
         self.config = config
+        self.group_timing = group_timing
+
+    def timing(self, group_id: str) -> tuple[int, int]:
+        """(session timeout ms, heartbeat interval ms) of a group: its own when the `group_timing`
+        source has them (the group's `consumer.*` configs), else the coordinator's."""
+        own = None if self.group_timing is None else self.group_timing(group_id)
+        return own if own is not None else (self.config.session_timeout_ms, self.config.heartbeat_interval_ms)
 
     # -- leave and timeouts ------------------------------------------------------------------------
 
@@ -226,7 +234,8 @@ class ConsumerMembership:
             records.append(_epoch_record(group_id, group.group_epoch + 1, new_hash))
         await self.store.commit(records)
         group = self.store.groups[group_id]
-        group.sessions.touch(member_id, now_ms + self.config.session_timeout_ms)
+        session_timeout_ms, heartbeat_interval_ms = self.timing(group_id)
+        group.sessions.touch(member_id, now_ms + session_timeout_ms)
         for regex in refresh:
             group.regex_checked_ms[regex] = now_ms
 
@@ -256,7 +265,7 @@ class ConsumerMembership:
         member = group.members[member_id]
         send = member_epoch == 0 or request.full or member.assigned != before or member_id in group.assignment_unsent
         group.assignment_unsent.discard(member_id)
-        return HeartbeatResult(member_id, member.member_epoch, self.config.heartbeat_interval_ms,
+        return HeartbeatResult(member_id, member.member_epoch, heartbeat_interval_ms,
                                assignment_dict(member.assigned) if send else None)
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str,

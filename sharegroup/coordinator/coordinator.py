@@ -83,9 +83,11 @@ class GroupCoordinator(ClassicGroupsApi):
         group_timing: Callable[[str], tuple[int, int] | None] | None = None,
         classic_config: ClassicGroupConfig = ClassicGroupConfig(),
         consumer_config: ConsumerGroupConfig = ConsumerGroupConfig(),
+        consumer_group_timing: Callable[[str], tuple[int, int] | None] | None = None,
     ) -> None:
         """`group_timing(group_id)` optionally gives a share group's own (session timeout ms, heartbeat
-        interval ms), e.g. from its group configs; None keeps `config`'s. `classic_config` holds the
+        interval ms), e.g. from its group configs; None keeps `config`'s. `consumer_group_timing` is the
+        same for KIP-848 consumer groups (their `consumer.*` group configs) over `consumer_config`'s. `classic_config` holds the
         classic-group and offset settings (`group.min.session.timeout.ms`, ...), `consumer_config` those
         of KIP-848 consumer groups (`group.consumer.*`)."""
         if not isinstance(persister, Persister):
@@ -115,7 +117,7 @@ class GroupCoordinator(ClassicGroupsApi):
         if not isinstance(consumer_config, ConsumerGroupConfig):
             raise TypeError(f"consumer_config must be a ConsumerGroupConfig, got {consumer_config!r}")
         self._consumer_config = consumer_config
-        self._consumer = ConsumerMembership(self._store, topics, clock, consumer_config)
+        self._consumer = ConsumerMembership(self._store, topics, clock, consumer_config, consumer_group_timing)
         self._init_classic(classic_config)
         self._offsets.register("consumer", consumer_offset_hooks(self._store))
 
@@ -161,8 +163,9 @@ class GroupCoordinator(ClassicGroupsApi):
         that does not fit raises ValueError: a corrupt record is never skipped silently.
         """
         now_ms = self._clock.now_ms()
-        consumer_ms, share_ms = self._consumer_config.session_timeout_ms, self._config.session_timeout_ms
-        self._store.load(lambda group: now_ms + (consumer_ms if isinstance(group, ConsumerGroup) else share_ms), now_ms)
+        share_ms = self._config.session_timeout_ms
+        self._store.load(lambda group: now_ms + (self._consumer.timing(group.group_id)[0]
+                                                 if isinstance(group, ConsumerGroup) else share_ms), now_ms)
         self._load_classic()
         self._consumer.on_loaded(now_ms)
 

@@ -24,6 +24,7 @@ from ..coordinator.consumer_config import ConsumerGroupConfig
 __all__ = [
     "AUTHORIZER_CLASS_NAMES",
     "CONFIG_DEFS",
+    "CONSUMER_GROUP_CONFIG_KEYS",
     "GROUP_CONFIG_KEYS",
     "KNOWN_UNUSED",
     "ConfigDef",
@@ -184,7 +185,12 @@ GROUP_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "share.delivery.count.limit": (),
     "share.auto.offset.reset": ("latest", "earliest", "by_duration:"),
     "share.isolation.level": ("read_uncommitted", "read_committed"),
+    # KIP-848 consumer groups' own timing (Kafka 4.x), bounded by the broker's group.consumer.min/max.*.
+    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
+                                       "group.consumer.max.heartbeat.interval.ms"),
 }
+CONSUMER_GROUP_CONFIG_KEYS = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms")
 
 # Real Kafka broker configs that a one-node broker has no use for: accepted with a warning.
 KNOWN_UNUSED: frozenset[str] = frozenset(
@@ -357,6 +363,8 @@ class ServeConfig:
             warnings.append(f"sharegroup serve: warning: Kafka broker config {key!r} is not used by serve; ignored")
         group_defaults: dict[str, Any] = {}
         for key, raw in group_configs:
+            if key in CONSUMER_GROUP_CONFIG_KEYS:  # their defaults are the group.consumer.* broker keys
+                raise ValueError(f"--group-config {key}: set the broker's group.{key} instead")
             group_defaults[key] = _parse_group_config(key, raw, values)
         return cls(values=values, group_defaults=group_defaults, warnings=tuple(warnings),
                    listener_configs=listener_configs)

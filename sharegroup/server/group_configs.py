@@ -2,9 +2,13 @@
 
 The keys are Kafka's group-level share configs (`GROUP_CONFIG_KEYS`): `share.auto.offset.reset`,
 `share.record.lock.duration.ms`, `share.delivery.count.limit`, `share.isolation.level`,
-`share.session.timeout.ms`, `share.heartbeat.interval.ms`. A value is checked against the broker's
-bounds (`group.share.min/max.*`) exactly as a `--group-config` default is; a bad key or value is
-`ShareError(INVALID_CONFIG)` and nothing changes.
+`share.session.timeout.ms`, `share.heartbeat.interval.ms`; and those of KIP-848 consumer groups,
+`consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` (Kafka 4.x; their defaults are the
+broker's `group.consumer.session.timeout.ms` / `group.consumer.heartbeat.interval.ms`). A value is checked
+against the broker's bounds (`group.share.min/max.*`, `group.consumer.min/max.*`) exactly as a
+`--group-config` default is, and a heartbeat interval must stay below its session timeout; a bad key or
+value is `ShareError(INVALID_CONFIG)` and nothing changes. Like Kafka, a group id may carry configs of
+either kind whatever its type; each kind applies to groups of its type.
 
 The values set per group are durable in one small JSON file, `DIR/groups/group-configs.json`, replaced
 atomically (written, fsync'd, renamed) on every change. A group's effective settings are the broker's
@@ -22,12 +26,15 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..config import ShareGroupConfig
 from ..errors import Errors, ShareError
-from .broker_config import GROUP_CONFIG_KEYS, ServeConfig, _parse_group_config
+from .broker_config import CONSUMER_GROUP_CONFIG_KEYS, GROUP_CONFIG_KEYS, ServeConfig, _parse_group_config
 from .segment_files import write_file_atomically
 
 __all__ = ["GroupConfigStore", "SET", "DELETE", "FILE_NAME"]
 
 FILE_NAME = "group-configs.json"
+_TIMING_PAIRS = (("share.session.timeout.ms", "share.heartbeat.interval.ms"),
+                 ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"))
+_NOT_SHARE_PARTITION = frozenset(("share.session.timeout.ms", "share.heartbeat.interval.ms", *CONSUMER_GROUP_CONFIG_KEYS))
 SET, DELETE = 0, 1  # Kafka's IncrementalAlterConfigs operations that apply to single-valued configs
 
 
@@ -61,7 +68,8 @@ class GroupConfigStore:
         return dict(self._values.get(group_id, {}))
 
     def defaults(self) -> dict[str, Any]:
-        """Every group-level key's broker default: `--group-config`, else the `group.share.*` key."""
+        """Every group-level key's broker default: `--group-config`, else the `group.share.*` key (for
+        the `consumer.*` keys: the `group.consumer.*` key)."""
         out: dict[str, Any] = {}
         for key in GROUP_CONFIG_KEYS:
             if key in self.config.group_defaults:
@@ -84,17 +92,24 @@ class GroupConfigStore:
         own = self._values.get(group_id)
         if not own:
             return self.base
-        shared = {k: v for k, v in own.items() if k not in ("share.session.timeout.ms", "share.heartbeat.interval.ms")}
+        shared = {k: v for k, v in own.items() if k not in _NOT_SHARE_PARTITION}
         return ShareGroupConfig.from_properties({**_as_properties(self.base), **shared})
 
     def timing(self, group_id: str) -> tuple[int, int] | None:
         """(share.session.timeout.ms, share.heartbeat.interval.ms) of a group that set either, else None
         (the coordinator's defaults apply): the coordinator's per-group timing source."""
+        return self._timing(group_id, *_TIMING_PAIRS[0])
+
+    def consumer_timing(self, group_id: str) -> tuple[int, int] | None:
+        """(consumer.session.timeout.ms, consumer.heartbeat.interval.ms) of a group that set either, else
+        None: the coordinator's per-group timing source for KIP-848 consumer groups."""
+        return self._timing(group_id, *_TIMING_PAIRS[1])
+
+    def _timing(self, group_id: str, key_t: str, key_h: str) -> tuple[int, int] | None:
         own = self._values.get(group_id, {})
-        if "share.session.timeout.ms" not in own and "share.heartbeat.interval.ms" not in own:
+        if key_t not in own and key_h not in own:
             return None
         defaults = self.defaults()
-        key_t, key_h = "share.session.timeout.ms", "share.heartbeat.interval.ms"
         return own.get(key_t, defaults[key_t]), own.get(key_h, defaults[key_h])
 
     # -- changing --------------------------------------------------------------------------------------
@@ -115,15 +130,15 @@ class GroupConfigStore:
                     raise ShareError(Errors.INVALID_CONFIG, str(exc)) from None
             else:
                 raise ShareError(Errors.INVALID_CONFIG, f"Config {key}: only SET and DELETE apply to group configs")
-        timeout = values.get("share.session.timeout.ms", self.defaults()["share.session.timeout.ms"])
-        interval = values.get("share.heartbeat.interval.ms", self.defaults()["share.heartbeat.interval.ms"])
-        if interval >= timeout:
-            raise ShareError(Errors.INVALID_CONFIG,
-                             f"share.heartbeat.interval.ms ({interval}) must be less than share.session.timeout.ms "
-                             f"({timeout})")
+        defaults = self.defaults()
+        for key_t, key_h in _TIMING_PAIRS:
+            timeout, interval = values.get(key_t, defaults[key_t]), values.get(key_h, defaults[key_h])
+            if interval >= timeout:
+                raise ShareError(Errors.INVALID_CONFIG,
+                                 f"{key_h} ({interval}) must be less than {key_t} ({timeout})")
         try:
             ShareGroupConfig.from_properties({**_as_properties(self.base), **{
-                k: v for k, v in values.items() if k not in ("share.session.timeout.ms", "share.heartbeat.interval.ms")}})
+                k: v for k, v in values.items() if k not in _NOT_SHARE_PARTITION}})
         except ValueError as exc:
             raise ShareError(Errors.INVALID_CONFIG, str(exc)) from None
         return values

@@ -157,7 +157,8 @@ class ShareServices:
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
                                            record_sink=sink, listener=manager, group_timing=group_configs.timing,
                                            classic_config=classic_config(config),
-                                           consumer_config=consumer_group_config(config.values))
+                                           consumer_config=consumer_group_config(config.values),
+                                           consumer_group_timing=group_configs.consumer_timing)
             await coordinator.load()  # ValueError for a record that does not fit: never skipped silently
         except BaseException:
             if sink is not None:
