@@ -301,6 +301,20 @@ class GroupCoordinator(ClassicGroupsApi):
         info = lookup_id(topic_id) if callable(lookup_id) else None
         return info.name if info is not None and info.topic_id == topic_id else None
 
+    async def expire_offsets(self) -> int:
+        """One retention pass (see `ClassicGroupsApi.expire_offsets`); then, as Kafka's periodic group
+        cleanup does, every KIP-848 consumer group that is empty and holds no committed offsets any more
+        is deleted (its records tombstoned). Returns how many offsets expired."""
+        expired = await super().expire_offsets()
+        for group_id in sorted(g for g, group in self._store.groups.items() if isinstance(group, ConsumerGroup)):
+            async with self._store.locks.hold(group_id):
+                await self._consumer.expire_group(group_id, self._clock.now_ms())
+                group = self._store.groups.get(group_id)
+                if isinstance(group, ConsumerGroup) and not group.members and not self._store.offsets.get(group_id):
+                    await self._store.commit(deletion_records(group))
+                    log.info("consumer group %s: empty without committed offsets, deleted", group_id)
+        return expired
+
     def validate_offset_commit(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """Raise as Kafka does when a member of a consumer group commits offsets with a wrong epoch
         (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH); GROUP_ID_NOT_FOUND when the group

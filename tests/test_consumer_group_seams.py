@@ -1,0 +1,107 @@
+"""Where KIP-848 consumer groups meet the rest of the broker: offset retention deleting an empty group,
+topic deletion and partition growth reaching the target assignment, a restart in the middle of a
+reconciliation, and the group-level admin answers (DeleteGroups, ListGroups filters)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sharegroup.coordinator import GroupCoordinator
+from sharegroup.coordinator.classic_config import ClassicGroupConfig
+from sharegroup.coordinator.offsets import CommitRequest
+from tests.consumer_group_env import G, T1, T2, ConsumerEnv
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def env(**topics) -> ConsumerEnv:
+    e = ConsumerEnv(**topics)
+    e.gc = GroupCoordinator(persister=e.gc._lifecycle.persister, topics=e.topics, clock=e.clock, record_sink=e.sink,
+                            classic_config=ClassicGroupConfig(offsets_retention_minutes=1))
+    return run(e.start())
+
+
+def restarted(e: ConsumerEnv) -> GroupCoordinator:
+    gc = GroupCoordinator(persister=e.gc._lifecycle.persister, topics=e.topics, clock=e.clock, record_sink=e.sink,
+                          classic_config=ClassicGroupConfig(offsets_retention_minutes=1))
+    run(gc.load())
+    gc._check(replay=True)
+    return gc
+
+
+def test_an_empty_consumer_group_without_offsets_is_deleted_by_the_retention_pass():
+    e = env()
+    run(e.join("m1"))
+    run(e.gc.expire_offsets())
+    assert e.gc.group_types() == {G: "consumer"}  # it has a member
+    run(e.hb("m1", -1))
+    assert e.gc.list_groups() and e.gc.list_groups()[0].state == "Empty"
+    run(e.gc.expire_offsets())
+    assert e.gc.group_types() == {}
+    assert restarted(e).group_types() == {}  # tombstoned, not only forgotten
+
+
+def test_an_empty_consumer_group_keeps_living_while_it_holds_offsets():
+    e = env()
+    r = run(e.join("m1"))
+    run(e.gc.offset_commit(G, r.member_epoch, "m1", [CommitRequest("t1", 0, 7)]))
+    run(e.hb("m1", -1))
+    e.clock.advance(60_000 - 1)
+    assert run(e.gc.expire_offsets()) == 0
+    assert e.gc.group_types() == {G: "consumer"}
+    e.clock.advance(1)
+    assert run(e.gc.expire_offsets()) == 1
+    assert e.gc.group_types() == {}
+
+
+def test_topic_deletion_and_partition_growth_reach_the_target_assignment():
+    e = env(t1=2, t2=2)
+    r = run(e.join("m1", topics=("t1", "t2")))
+    assert r.assignment == {T1: [0, 1], T2: [0, 1]}
+    run(e.hb("m1", 1, owned_topic_partitions={T1: [0, 1], T2: [0, 1]}))
+    e.topics.set_partitions("t1", 3)
+    r = run(e.hb("m1", 1, owned_topic_partitions={T1: [0, 1], T2: [0, 1]}))
+    assert (r.member_epoch, r.assignment) == (2, {T1: [0, 1, 2], T2: [0, 1]})
+    e.topics.delete_topic("t2")
+    r = run(e.hb("m1", 2, owned_topic_partitions={T1: [0, 1, 2], T2: [0, 1]}))
+    assert (r.member_epoch, r.assignment) == (2, {T1: [0, 1, 2]})  # revoke t2 first
+    r = run(e.hb("m1", 2, owned_topic_partitions={T1: [0, 1, 2]}))
+    assert (r.member_epoch, r.assignment) == (3, None)
+    e.gc._check(replay=True)
+
+
+def test_a_restart_in_the_middle_of_a_reconciliation_hands_over_without_double_ownership():
+    e = env(t1=4)
+    run(e.join("m1"))
+    run(e.join("m2"))
+    r1 = run(e.hb("m1", 1, owned_topic_partitions={T1: [0, 1, 2, 3]}))
+    assert r1.assignment == {T1: [0, 1]}  # m1 must give up 2 and 3 before m2 gets them
+    assert run(e.hb("m2", 2, owned_topic_partitions={})).assignment is None
+    e.gc = restarted(e)
+    # m2 still waits after the restart; m1 is told its assignment again, revokes, then m2 gets 2 and 3.
+    assert run(e.hb("m2", 2, owned_topic_partitions={})).assignment in (None, {})
+    r1 = run(e.hb("m1", 1, owned_topic_partitions={T1: [0, 1, 2, 3]}))
+    assert (r1.member_epoch, r1.assignment) == (1, {T1: [0, 1]})
+    r1 = run(e.hb("m1", 1, owned_topic_partitions={T1: [0, 1]}))
+    assert r1.member_epoch == 2
+    r2 = run(e.hb("m2", 2, owned_topic_partitions={}))
+    assert (r2.member_epoch, r2.assignment) == (2, {T1: [2, 3]})
+    assert {m.member_id: m.assignment for m in e.gc.consumer_group_describe(G).members} == {
+        "m1": {T1: [0, 1]}, "m2": {T1: [2, 3]}}
+
+
+def test_delete_groups_and_list_groups_filters_with_consumer_group_states():
+    e = env(t1=4)
+    run(e.join("m1"))
+    run(e.join("m2"))
+    assert [g.group_id for g in e.gc.list_groups(states=["reconciling"])] == [G]
+    assert [g.group_id for g in e.gc.list_groups(states=["Stable"], types=["consumer"])] == []
+    assert [g.group_id for g in e.gc.list_groups(types=["classic"])] == []
+    try:
+        run(e.gc.delete_group(G))
+        raise AssertionError("deleted a group with members")
+    except Exception as exc:  # noqa: BLE001 - checked exactly below
+        assert getattr(exc, "error", None) == 68  # GROUP_NOT_EMPTY
+    assert e.gc.group_types() == {G: "consumer"}
