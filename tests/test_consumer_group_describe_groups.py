@@ -76,3 +76,21 @@ def test_the_coordinator_leaves_out_a_deleted_topic_and_uses_the_default_assigno
     (d,) = env.gc.describe_groups(["cg"])
     assert (d.error, d.state, d.protocol_type, d.protocol_data) == (0, "Stable", "consumer", "uniform")
     assert decode_assignment(d.members[0].assignment) == {"t1": [0, 1, 2, 3]}
+
+
+def test_consumer_group_describe_answers_the_authorized_operations_when_asked(broker, client):
+    from sharegroup.server.authorization import AclOperation, ResourceType
+    from tests.test_server_consumer_group_wire import DESCRIBE, Recording
+
+    assert heartbeat(client, "m1", 0, ["t"], group="ops").error_code == NONE
+    body = {"group_ids": ["ops"], "include_authorized_operations": True}
+    saved = broker.broker.authorizer
+    broker.broker.authorizer = Recording(deny={(AclOperation.DELETE, ResourceType.GROUP, "ops")})
+    try:
+        (g,) = client.request(DESCRIBE, 1, build(request_class(DESCRIBE, 1), body)).groups
+        # READ 3, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11 (DELETE 6 refused)
+        assert (g.error_code, g.authorized_operations) == (NONE, (1 << 3) | (1 << 8) | (1 << 10) | (1 << 11))
+        (g,) = client.request(DESCRIBE, 1, build(request_class(DESCRIBE, 1), {**body, "include_authorized_operations": False})).groups
+        assert g.authorized_operations == -2147483648
+    finally:
+        broker.broker.authorizer = saved

@@ -202,7 +202,8 @@ class ShareServices:
     async def _expire_members(self) -> None:
         """Expire members whose session (or, in consumer groups, rebalance) timed out, a few times per
         session timeout (at most 1 s apart)."""
-        shortest_ms = min(self.group_config.session_timeout_ms, self.coordinator.consumer_config.session_timeout_ms)
+        # A consumer group may set its own consumer.session.timeout.ms down to the broker's minimum.
+        shortest_ms = min(self.group_config.session_timeout_ms, self.coordinator.consumer_config.min_session_timeout_ms)
         interval_s = max(0.05, min(1.0, shortest_ms / 4000))
         while True:
             await asyncio.sleep(interval_s)

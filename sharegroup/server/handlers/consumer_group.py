@@ -8,7 +8,8 @@ answers. v0 clients may join with an empty member id (the coordinator picks one)
 
 ConsumerGroupDescribe answers per group: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), an empty id
 is INVALID_GROUP_ID, a missing group or one of another type GROUP_ID_NOT_FOUND; a group whose members
-subscribe to or hold topics the caller may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED.
+subscribe to or hold topics the caller may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED. With
+`include_authorized_operations` each group carries the operations the caller may perform on it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
+from .classic_group import GROUP_OPERATIONS
 from .share_group import describe_error, heartbeat_error  # the same response shapes as the share APIs
 
 _NO_OPERATIONS = -2147483648
@@ -92,7 +94,8 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         groups.append({
             "error_code": ErrorCode.none, "group_id": description.group_id, "group_state": str(description.state),
             "group_epoch": description.group_epoch, "assignment_epoch": description.assignment_epoch,
-            "assignor_name": description.assignor_name, "authorized_operations": _NO_OPERATIONS,
+            "assignor_name": description.assignor_name,
+            "authorized_operations": _authorized_operations(ctx, request, group_id),
             "members": [{
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
@@ -104,6 +107,14 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
             } for m in description.members],
         })
     return ctx.response({"throttle_time": 0, "groups": groups})
+
+
+def _authorized_operations(ctx: RequestContext, request: Any, group_id: str) -> int:
+    """The bit set of the group operations the caller may perform, when the request asks for it (as
+    DescribeGroups answers it)."""
+    if not getattr(request, "include_authorized_operations", False):
+        return _NO_OPERATIONS
+    return sum(1 << int(op) for op in GROUP_OPERATIONS if ctx.authorized(op, ResourceType.GROUP, group_id))
 
 
 def _topic_name(ctx: RequestContext, topic_id: Any) -> str:
