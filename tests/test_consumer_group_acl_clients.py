@@ -130,3 +130,21 @@ def test_with_read_on_group_and_topic_it_consumes_commits_and_is_described(broke
         assert sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions) == [("open", 0), ("open", 1)]
     finally:
         c.close()
+
+
+def test_admin_client_sets_a_consumer_groups_session_timeout_with_alter_configs_on_the_group(broker):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    change = ConfigResource(ConfigResource.Type.GROUP, "tuned", incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "5000", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as refused:
+        list(admin.incremental_alter_configs([change], request_timeout=WAIT_S).values())[0].result()
+    assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    allow(broker, (RT.GROUP, "tuned", Op.ALTER_CONFIGS), (RT.GROUP, "tuned", Op.DESCRIBE_CONFIGS))
+    assert list(admin.incremental_alter_configs([change], request_timeout=WAIT_S).values())[0].result() is None
+    described = list(admin.describe_configs([ConfigResource(ConfigResource.Type.GROUP, "tuned")],
+                                            request_timeout=WAIT_S).values())[0].result()
+    assert (described["consumer.session.timeout.ms"].value, described["consumer.heartbeat.interval.ms"].value) == (
+        "5000", "200")
+    assert broker.share.coordinator._consumer.timing("tuned") == (5000, 200)
