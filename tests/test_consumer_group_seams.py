@@ -105,3 +105,39 @@ def test_delete_groups_and_list_groups_filters_with_consumer_group_states():
     except Exception as exc:  # noqa: BLE001 - checked exactly below
         assert getattr(exc, "error", None) == 68  # GROUP_NOT_EMPTY
     assert e.gc.group_types() == {G: "consumer"}
+
+
+def test_a_broker_restart_mid_reconciliation_keeps_the_pending_revocation(tmp_path):
+    """Over the wire with the broker's own record files: m1 must still revoke after a restart, and m2
+    gets the partitions only once m1 did."""
+    from tests.server_harness import BrokerThread, RawClient
+    from tests.test_server_consumer_group_wire import OVERRIDES, heartbeat
+
+    def owned(topic_id, *partitions):
+        return [{"topic_id": topic_id, "partitions": list(partitions)}]
+
+    broker = BrokerThread(tmp_path, share=True, overrides=OVERRIDES)
+    try:
+        broker.call(broker.store.create_topic("t", 4))
+        topic_id = broker.store.topic_by_name("t").topic_id
+        client = RawClient(broker.broker.port)
+        assert heartbeat(client, "m1", 0, ["t"]).member_epoch == 1
+        assert heartbeat(client, "m2", 0, ["t"]).member_epoch == 2
+        r1 = heartbeat(client, "m1", 1, topic_partitions=owned(topic_id, 0, 1, 2, 3))
+        assert [list(tp.partitions) for tp in r1.assignment.topic_partitions] == [[0, 1]]
+        client.close()
+    finally:
+        broker.stop()
+    broker = BrokerThread(tmp_path, share=True, overrides=OVERRIDES)
+    try:
+        client = RawClient(broker.broker.port)
+        r2 = heartbeat(client, "m2", 2, topic_partitions=[])
+        assert (r2.error_code, r2.member_epoch) == (0, 2)
+        assert r2.assignment is None or list(r2.assignment.topic_partitions) == []
+        r1 = heartbeat(client, "m1", 1, topic_partitions=owned(topic_id, 0, 1))
+        assert (r1.error_code, r1.member_epoch) == (0, 2)
+        r2 = heartbeat(client, "m2", 2, topic_partitions=[])
+        assert [(tp.topic_id, list(tp.partitions)) for tp in r2.assignment.topic_partitions] == [(topic_id, [2, 3])]
+        client.close()
+    finally:
+        broker.stop()
