@@ -9,6 +9,7 @@ import asyncio
 from sharegroup.coordinator import GroupCoordinator
 from sharegroup.coordinator.classic_config import ClassicGroupConfig
 from sharegroup.coordinator.offsets import CommitRequest
+from sharegroup.server.codec import build, request_class
 from tests.consumer_group_env import G, T1, T2, ConsumerEnv
 
 
@@ -138,6 +139,28 @@ def test_a_broker_restart_mid_reconciliation_keeps_the_pending_revocation(tmp_pa
         assert (r1.error_code, r1.member_epoch) == (0, 2)
         r2 = heartbeat(client, "m2", 2, topic_partitions=[])
         assert [(tp.topic_id, list(tp.partitions)) for tp in r2.assignment.topic_partitions] == [(topic_id, [2, 3])]
+        client.close()
+    finally:
+        broker.stop()
+
+
+def test_consumer_group_describe_leaves_out_a_deleted_topic_before_the_members_heard_of_it(tmp_path):
+    from tests.server_harness import BrokerThread, RawClient
+    from tests.test_server_consumer_group_wire import OVERRIDES, describe, heartbeat
+
+    broker = BrokerThread(tmp_path, share=True, overrides=OVERRIDES)
+    try:
+        for name in ("keep", "gone"):
+            broker.call(broker.store.create_topic(name, 1))
+        keep = broker.store.topic_by_name("keep").topic_id
+        client = RawClient(broker.broker.port)
+        assert heartbeat(client, "m1", 0, ["keep", "gone"]).error_code == 0
+        assert client.request(20, 4, build(request_class(20, 4), {"topic_names": ["gone"], "timeout": 5000})
+                              ).responses[0].error_code == 0
+        (member,) = describe(client, "g").groups[0].members
+        for assignment in (member.assignment, member.target_assignment):
+            assert [(tp.topic_id, tp.topic_name, list(tp.partitions)) for tp in assignment.topic_partitions] == [
+                (keep, "keep", [0])]
         client.close()
     finally:
         broker.stop()

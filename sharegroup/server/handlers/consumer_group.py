@@ -123,8 +123,10 @@ def _topic_name(ctx: RequestContext, topic_id: Any) -> str:
 
 
 def _assignment(assignment: dict, names: dict) -> dict[str, Any]:
-    return {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": list(ps)}
-                                 for t, ps in sorted(assignment.items())]}
+    """A member's partitions by topic; a topic that is gone (deleted, its members not yet told) is left
+    out, as Kafka describes only topics of its current metadata."""
+    return {"topic_partitions": [{"topic_id": t, "topic_name": names[t], "partitions": list(ps)}
+                                 for t, ps in sorted(assignment.items()) if names.get(t)]}
 
 
 def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
