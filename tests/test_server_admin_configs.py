@@ -192,6 +192,8 @@ def test_consumer_group_timing_configs_are_durable_and_reach_the_coordinator(tmp
         other = consumer_heartbeat(client, "m2", 0, ["t"], group="plain")
         assert other.heartbeat_interval.total_seconds() == 0.5
         assert session_left_ms(broker, "cg", "m1") in range(19_000, 20_001)
+        assert broker.share.manager.group_config("cg") == broker.share.manager.group_config("plain")  # share side untouched
+        assert broker.share.coordinator._membership.timing("cg") == (45_000, 5_000)
         client.close()
     finally:
         broker.stop()
