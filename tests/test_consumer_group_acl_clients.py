@@ -148,3 +148,38 @@ def test_admin_client_sets_a_consumer_groups_session_timeout_with_alter_configs_
     assert (described["consumer.session.timeout.ms"].value, described["consumer.heartbeat.interval.ms"].value) == (
         "5000", "200")
     assert broker.share.coordinator._consumer.timing("tuned") == (5000, 200)
+
+
+def test_admin_client_lists_only_describable_groups_with_state_and_type_filters(broker):
+    from confluent_kafka import ConsumerGroupState
+
+    allow(broker, (RT.GROUP, "listed-consumer", Op.READ), (RT.GROUP, "listed-classic", Op.READ),
+          (RT.TOPIC, "open", Op.READ))
+    consumers = [consumer(broker, p, f"listed-{p}", "open") for p in PROTOCOLS]
+    try:
+        for c in consumers:
+            assert consume(c, 1)[1] is None
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+        def listed(**filters):
+            result = admin.list_consumer_groups(request_timeout=WAIT_S, **filters).result()
+            return sorted((g.group_id, g.type.name, g.state.name) for g in result.valid if g.group_id.startswith("listed-"))
+
+        assert listed() == [("listed-classic", "CLASSIC", "STABLE"), ("listed-consumer", "CONSUMER", "STABLE")]
+        assert listed(types={ConsumerGroupType.CONSUMER}, states={ConsumerGroupState.STABLE}) == [
+            ("listed-consumer", "CONSUMER", "STABLE")]
+        assert listed(states={ConsumerGroupState.EMPTY}) == []
+        for c in consumers:
+            c.close()
+        consumers = []
+        assert listed(states={ConsumerGroupState.EMPTY}) == [
+            ("listed-classic", "CLASSIC", "EMPTY"), ("listed-consumer", "CONSUMER", "EMPTY")]
+        # Without DESCRIBE on the cluster, a group the client may not DESCRIBE is not listed at all.
+        broker.call(broker.share.coordinator.consumer_group_heartbeat(
+            "hidden-group", "h1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["open"],
+            owned_topic_partitions={}))
+        assert "hidden-group" in broker.share.coordinator.group_types()
+        assert "hidden-group" not in [g.group_id for g in admin.list_consumer_groups(request_timeout=WAIT_S).result().valid]
+    finally:
+        for c in consumers:
+            c.close()
