@@ -18,6 +18,7 @@ import datetime
 import sys
 from typing import Any, TextIO
 
+from .client_security import load_command_config
 from .errors_text import error_text
 from .wire_client import AdminError, WireAdmin
 
@@ -59,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
     parser.add_argument("--execute", action="store_true", help="apply the reset")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS", help="request timeout (default 5000)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties for a secured broker (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -82,7 +86,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                                  "--to-datetime, --to-offset.")
             if args.dry_run and args.execute:
                 raise UsageError("Option --dry-run and --execute exclude each other.")
-        with WireAdmin(args.bootstrap_server, timeout_s=max(1.0, args.timeout / 1000)) as admin:
+        security = load_command_config(getattr(args, "command_config", None))
+        with WireAdmin(args.bootstrap_server, timeout_s=max(1.0, args.timeout / 1000), security=security) as admin:
             tool = ShareGroupTool(admin, out, err)
             if action == "list":
                 tool.list(args.state)
