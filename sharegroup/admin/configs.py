@@ -4,7 +4,8 @@
 `  key=value sensitive=false synonyms={SOURCE:key=value}` line per config set on the entity; `--all`
 lists every config with its source). `--alter --add-config K=V,... --delete-config K,...` sends one
 IncrementalAlterConfigs (SET and DELETE) and prints "Completed updating config for topic t.".
-`--entity-type users` manages SCRAM credentials instead (see `user_scram.py`).
+`--entity-type users` manages SCRAM credentials instead (see `user_scram.py`). `--command-config FILE`
+reaches a secured broker (Kafka client properties, see `client_security.py`).
 Exit 0 on success, 1 on a usage error or a refused request (the reason on stdout, as the Kafka tool).
 """
 

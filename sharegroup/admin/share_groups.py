@@ -4,7 +4,8 @@ Actions (exactly one): `--list [--state [STATES]]`, `--describe --group G [--mem
 --state] [--verbose]`, `--reset-offsets --group G [--topic T[:P,...]] (--to-earliest | --to-latest |
 --to-datetime ISO | --to-offset N) [--dry-run | --execute]`, `--delete-offsets --group G --topic T`,
 `--delete --group G`. Tables have kafka-share-groups.sh's columns, widths and blank lines; a missing
-value prints "-".
+value prints "-". `--command-config FILE` reaches a secured broker (Kafka client properties, see
+`client_security.py`).
 
 Exit codes as the Kafka tool: 0 when the action ran (including a deletion that was refused per group,
 which is reported in the output), 1 for a usage error, a failed request or an unknown group on
