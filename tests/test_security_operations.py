@@ -89,6 +89,30 @@ def test_logins_re_authentications_and_denials_are_counted_per_listener_mechanis
         "ok_plain": 1, "ok_scram": 1, "bad_scram": 1, "bad_none": 1, "reauth": 1, "denied": 2}
 
 
+def test_a_session_that_runs_out_without_re_authentication_is_closed_and_counted(tmp_path):
+    b = BrokerThread(tmp_path, overrides={"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                          "sasl.enabled.mechanisms": "PLAIN",
+                                          "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+                                          "listener.name.sasl_plaintext.connections.max.reauth.ms": "1"})
+    before = _value("sharegroup_server_expired_connections_killed_total")
+    c = RawClient(b.broker.port)
+    try:
+        login = plain_login(c, "carol", "carol-secret")
+        assert (login.error_code, login.session_lifetime.total_seconds() * 1000) == (0, 1)
+        served = 0
+        while served < 10_000:  # a 1 ms session: within a few requests it has run out and the broker closes
+            try:
+                metadata(c, [])
+            except ConnectionError:  # the broker closed it (EOF or reset)
+                break
+            served += 1
+        assert served < 10_000
+    finally:
+        c.close()
+        b.stop()
+    assert _value("sharegroup_server_expired_connections_killed_total") - before == 1
+
+
 def test_host_and_port_with_listeners_print_a_warning_and_are_ignored(tmp_path):
     server = ServeProcess(tmp_path, "--host", "127.0.0.2", "--override", "listeners=PLAINTEXT://127.0.0.1:0")
     try:

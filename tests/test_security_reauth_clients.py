@@ -88,6 +88,7 @@ def test_a_share_consumer_keeps_consuming_across_re_authentications(tmp_path):
                        listener="SASL_SSL", mechanism="SCRAM-SHA-512") == 0
         # No connection was closed by the broker: no expired session, no failed login, no bad frame.
         assert _scrape(url, "sharegroup_server_closed_connections_total") == 0
+        assert _scrape(url, "sharegroup_server_expired_connections_killed_total") == 0
     finally:
         if consumer is not None:
             consumer.close()

@@ -16,6 +16,7 @@ from sharegroup.server.security.sasl import (
     DelayedClose,
     SaslAuthenticator,
     SaslState,
+    SessionExpired,
 )
 from sharegroup.server.security.sasl_mechanisms import PlainServer
 from sharegroup.server.security.scram_credentials import ScramCredentialStore
@@ -158,7 +159,7 @@ def test_once_expired_a_handshake_too_soon_after_the_last_re_authentication_clos
     _login(gate)  # re-authenticated at 1.5 s: expires at 2.5 s
     clock.now = 2_500
     assert gate.wants(HANDSHAKE)
-    with pytest.raises(CloseConnection, match="expired"):
+    with pytest.raises(SessionExpired, match="expired"):
         _run(gate, _frame(3, 12, req(3, 12, topics=[], allow_auto_topic_creation=False,
                                      include_topic_authorized_operations=False)))
 

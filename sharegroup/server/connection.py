@@ -174,6 +174,8 @@ class Connection:
         and its response, when it has them (a failed SASL login)."""
         log.warning("closing connection %s: %s", self.peer, exc)
         self.broker.metrics.closed_connections.inc()
+        if type(exc).__name__ == "SessionExpired":  # security.sasl's (not imported: it imports this module)
+            self.broker.metrics.expired_connections_killed.inc()
         if exc.delay_s > 0:
             await asyncio.sleep(exc.delay_s)
         if exc.response is not None:

@@ -52,6 +52,10 @@ class WireMetrics:
         self.failed_reauthentication = Counter(
             "sharegroup_server_failed_reauthentication",
             "SASL re-authentications that failed, by listener and mechanism.", by_login, registry=registry)
+        self.expired_connections_killed = Counter(
+            "sharegroup_server_expired_connections_killed",
+            "Connections closed because their SASL session lifetime (connections.max.reauth.ms) ran out without "
+            "a re-authentication (Kafka's expired-connections-killed-count).", registry=registry)
         self.authorization_denied = Counter(
             "sharegroup_server_authorization_denied",
             "Authorization checks the authorizer denied, by listener, operation and resource type (the checks "

@@ -57,7 +57,7 @@ from ..codec import (
 from ..connection import CloseConnection
 from .sasl_mechanisms import MechanismServer, SaslAuthenticationFailed, SaslFailure
 
-__all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY"]
+__all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SessionExpired", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY"]
 
 log = logging.getLogger("sharegroup.server")
 
@@ -80,6 +80,10 @@ class SaslState(Enum):
     COMPLETE = "COMPLETE"
     REAUTH_AUTHENTICATE = "REAUTH_AUTHENTICATE"
     FAILED = "FAILED"
+
+
+class SessionExpired(CloseConnection):
+    """A request other than a re-authentication on a connection whose session lifetime has run out."""
 
 
 class DelayedClose(CloseConnection):
@@ -202,7 +206,7 @@ class SaslAuthenticator:
             now_ms = self._now_ms()
             if key != SASL_HANDSHAKE_KEY or (self._reauth_started_ms is not None
                                              and now_ms - self._reauth_started_ms < MIN_REAUTH_INTERVAL_MS):
-                raise CloseConnection("the SASL session expired without re-authentication")
+                raise SessionExpired("the SASL session expired without re-authentication")
             self._reauth_started_ms = now_ms
             return await self._handshake(header, frame, offset, reauth=True)
         if self.state in (SaslState.INITIAL_REQUEST, SaslState.HANDSHAKE_REQUEST):
