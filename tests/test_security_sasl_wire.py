@@ -44,6 +44,7 @@ def client(broker):
 
 
 def test_a_request_before_the_handshake_closes_the_connection_without_an_answer(client, caplog):
+    """A failed login for Kafka (IllegalSaslStateException): no answer, closed after the delay (0 here)."""
     client.send_raw(client.frame(3, 12, req(3, 12, topics=[], allow_auto_topic_creation=False,
                                             include_topic_authorized_operations=False)))
     assert client.is_closed_by_peer()
@@ -66,7 +67,8 @@ def test_after_api_versions_only_a_handshake_is_accepted(broker):
 def test_bytes_that_are_no_kafka_request_close_the_connection(client, caplog):
     client.send_raw(b"\x00\x00\x00\x05hello")
     assert client.is_closed_by_peer()
-    assert "Invalid request, potential reasons: kafka client configured with the wrong security protocol" in caplog.text
+    assert ("Exception handling first SASL packet from client, GSSAPI is not supported by server"
+            in caplog.text)
 
 
 def test_a_frame_above_sasl_server_max_receive_size_is_refused_before_login(client):
@@ -147,18 +149,48 @@ def test_handshake_v0_exchanges_raw_tokens(client):
 
 
 def test_reauthentication_keeps_the_principal_and_refuses_another(broker):
-    c = RawClient(broker.broker.bound["SASL_PLAINTEXT"][1])
+    same, other = (RawClient(broker.broker.bound["SASL_PLAINTEXT"][1]) for _ in range(2))
     try:
-        assert plain_login(c, "carol", "carol-secret").error_code == 0
-        again = plain_login(c, "carol", "carol-secret")
+        assert plain_login(same, "carol", "carol-secret").error_code == 0
+        again = plain_login(same, "carol", "carol-secret")
         assert again.error_code == 0 and again.session_lifetime.total_seconds() == 60
-        other = plain_login(c, "admin", "admin-secret")
-        assert (other.error_code, other.error_message) == (
+        assert metadata(same, []).controller_id == 1
+        assert plain_login(other, "carol", "carol-secret").error_code == 0
+        changed = plain_login(other, "admin", "admin-secret")
+        assert (changed.error_code, changed.error_message) == (
             ErrorCode.sasl_authentication_failed,
             "Cannot change principals during re-authentication from User.carol: User.admin")
-        assert c.is_closed_by_peer()
+        assert other.is_closed_by_peer()
+    finally:
+        same.close()
+        other.close()
+
+
+def test_a_handshake_within_a_second_of_the_last_re_authentication_is_an_ordinary_request(client):
+    """Kafka starts at most one re-authentication per second; a SaslHandshake sooner is handled like any
+    request: ILLEGAL_SASL_STATE with no mechanisms, and the connection stays logged in."""
+    assert plain_login(client, "carol", "carol-secret", version=0).error_code == 0  # v0: re-auth all the same
+    assert handshake(client, "PLAIN").error_code == 0  # the re-authentication starts
+    assert authenticate(client, b"\0carol\0carol-secret").error_code == 0
+    soon = handshake(client, "PLAIN")
+    assert (soon.error_code, soon.mechanisms) == (ErrorCode.illegal_sasl_state, ())
+    assert metadata(client, []).controller_id == 1
+
+
+def test_without_a_session_lifetime_a_handshake_after_login_gets_illegal_sasl_state(tmp_path):
+    b = BrokerThread(tmp_path, overrides={"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                          "sasl.enabled.mechanisms": "PLAIN",
+                                          "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
+    c = RawClient(b.broker.port)
+    try:
+        login = plain_login(c, "carol", "carol-secret")
+        assert (login.error_code, login.session_lifetime.total_seconds()) == (0, 0)
+        resp = handshake(c, "PLAIN")
+        assert (resp.error_code, resp.mechanisms) == (ErrorCode.illegal_sasl_state, ())
+        assert metadata(c, []).controller_id == 1  # still logged in
     finally:
         c.close()
+        b.stop()
 
 
 def test_reauthentication_with_another_mechanism_fails(broker):
@@ -207,14 +239,19 @@ def test_a_failed_login_is_muted_for_the_delay_before_its_answer(tmp_path):
                                           "sasl.enabled.mechanisms": "PLAIN",
                                           "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
                                           "connection.failed.authentication.delay.ms": "60000"})
-    c = RawClient(b.broker.port)
+    c, early = RawClient(b.broker.port), RawClient(b.broker.port)
     try:
         assert handshake(c, "PLAIN").error_code == 0
         c.send_raw(c.frame(36, 2, req(36, 2, auth_bytes=b"\0carol\0wrong")))
         c.send_raw(c.frame(18, 0, req(18, 0)))
-        c.sock.settimeout(0.5)
-        with pytest.raises(socket.timeout):
-            c.sock.recv(1)
+        # A request before the handshake is a failed login too: not closed at once, but after the delay.
+        early.send_raw(early.frame(3, 12, req(3, 12, topics=[], allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False)))
+        for s in (c.sock, early.sock):
+            s.settimeout(0.5)
+            with pytest.raises(socket.timeout):
+                s.recv(1)
     finally:
         c.close()
+        early.close()
         b.stop()

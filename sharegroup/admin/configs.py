@@ -4,7 +4,8 @@
 `  key=value sensitive=false synonyms={SOURCE:key=value}` line per config set on the entity; `--all`
 lists every config with its source). `--alter --add-config K=V,... --delete-config K,...` sends one
 IncrementalAlterConfigs (SET and DELETE) and prints "Completed updating config for topic t.".
-`--entity-type users` manages SCRAM credentials instead (see `user_scram.py`).
+`--entity-type users` manages SCRAM credentials instead (see `user_scram.py`). `--command-config FILE`
+reaches a secured broker (Kafka client properties, see `client_security.py`).
 Exit 0 on success, 1 on a usage error or a refused request (the reason on stdout, as the Kafka tool).
 """
 
@@ -14,6 +15,7 @@ import argparse
 import sys
 from typing import TextIO
 
+from .client_security import load_command_config
 from .errors_text import error_text
 from .wire_client import AdminError, WireAdmin
 
@@ -38,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alter", action="store_true", help="change configs")
     parser.add_argument("--add-config", metavar="K=V,...", help="with --alter: configs to set")
     parser.add_argument("--delete-config", metavar="K,...", help="with --alter: configs to remove")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties for a secured broker (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them")
 
 
 def _pairs(text: str | None) -> list[tuple[str, str]]:
@@ -63,7 +68,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return 1
     resource_type, noun = RESOURCE_TYPES.get(args.entity_type, (0, "user"))
     try:
-        with WireAdmin(args.bootstrap_server) as admin:
+        security = load_command_config(getattr(args, "command_config", None))
+        with WireAdmin(args.bootstrap_server, security=security) as admin:
             assert admin.bootstrap is not None
             if args.entity_type == "users":
                 from .user_scram import run_users
@@ -109,6 +115,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 def _argv(args: argparse.Namespace) -> list[str]:
     out = ["--bootstrap-server", args.bootstrap_server, "--entity-type", args.entity_type]
+    if getattr(args, "command_config", None):
+        out += ["--command-config", args.command_config]
     if args.entity_name:
         out += ["--entity-name", args.entity_name]
     if args.describe:

@@ -4,7 +4,8 @@ Actions (exactly one): `--list [--state [STATES]]`, `--describe --group G [--mem
 --state] [--verbose]`, `--reset-offsets --group G [--topic T[:P,...]] (--to-earliest | --to-latest |
 --to-datetime ISO | --to-offset N) [--dry-run | --execute]`, `--delete-offsets --group G --topic T`,
 `--delete --group G`. Tables have kafka-share-groups.sh's columns, widths and blank lines; a missing
-value prints "-".
+value prints "-". `--command-config FILE` reaches a secured broker (Kafka client properties, see
+`client_security.py`).
 
 Exit codes as the Kafka tool: 0 when the action ran (including a deletion that was refused per group,
 which is reported in the output), 1 for a usage error, a failed request or an unknown group on
@@ -18,6 +19,7 @@ import datetime
 import sys
 from typing import Any, TextIO
 
+from .client_security import load_command_config
 from .errors_text import error_text
 from .wire_client import AdminError, WireAdmin
 
@@ -59,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
     parser.add_argument("--execute", action="store_true", help="apply the reset")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS", help="request timeout (default 5000)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties for a secured broker (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -82,7 +87,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                                  "--to-datetime, --to-offset.")
             if args.dry_run and args.execute:
                 raise UsageError("Option --dry-run and --execute exclude each other.")
-        with WireAdmin(args.bootstrap_server, timeout_s=max(1.0, args.timeout / 1000)) as admin:
+        security = load_command_config(getattr(args, "command_config", None))
+        with WireAdmin(args.bootstrap_server, timeout_s=max(1.0, args.timeout / 1000), security=security) as admin:
             tool = ShareGroupTool(admin, out, err)
             if action == "list":
                 tool.list(args.state)

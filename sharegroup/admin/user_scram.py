@@ -45,6 +45,8 @@ def _upsertions(name: str, text: str) -> list[dict]:
             raise ValueError(f"the iterations of {mechanism} must be at least 4096, got {iterations}")
         mechanism_id, digest = MECHANISMS[mechanism]
         salt = secrets.token_bytes(SALT_BYTES)
+        # SaltedPassword = Hi(password, salt, i), which RFC 5802 defines as PBKDF2 with HMAC-H: the
+        # standard library's PBKDF2 is that function (scramp has no public call that returns it).
         salted = hashlib.pbkdf2_hmac(digest, match.group(2).encode(), salt, iterations)
         out.append({"name": name, "mechanism": mechanism_id, "iterations": iterations, "salt": salt,
                     "salted_password": salted})

@@ -4,12 +4,15 @@ It speaks to any broker (ours or Kafka 4.x): it asks ApiVersions first and sends
 highest version both sides know (`WANTED` gives ours), finds a group's coordinator with
 FindCoordinator (key type GROUP, as Kafka's admin client does for share groups) and a partition's
 leader with Metadata, and keeps one connection per node. Every socket operation has a timeout.
+With a `ClientSecurity` (the tools' `--command-config`) each connection speaks TLS and/or logs in
+with SASL right after ApiVersions, as Kafka's clients do.
 """
 
 from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -19,6 +22,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
 from ..server.codec import build
+from .client_security import ClientSecurity, LoginFailed
 
 __all__ = ["AdminError", "Connection", "WireAdmin", "WANTED"]
 
@@ -50,15 +54,31 @@ class AdminError(Exception):
 class Connection:
     """One blocking connection to one broker."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float, security: ClientSecurity | None = None) -> None:
+        security = security if security is not None else ClientSecurity()
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
             raise AdminError(f"cannot connect to {host}:{port}: {exc}") from None
         self.address = f"{host}:{port}"
+        if security.context is not None:
+            try:
+                self.sock = security.context.wrap_socket(self.sock, server_hostname=host)
+            except (OSError, ssl.SSLError) as exc:
+                self.sock.close()
+                raise AdminError(f"{self.address}: TLS handshake failed ({security.protocol}): {exc}") from None
         self.correlation_id = 0
         self.versions: dict[int, tuple[int, int]] = {}
-        self.versions = self._api_versions()
+        try:
+            self.versions = self._api_versions()
+            security.login(lambda key, version, fields: self._exchange(
+                key, version, build(load_request_schema(key, version), fields)))
+        except LoginFailed as exc:
+            self.sock.close()
+            raise AdminError(str(exc)) from None
+        except AdminError:
+            self.sock.close()
+            raise
 
     def close(self) -> None:
         self.sock.close()
@@ -97,6 +117,8 @@ class Connection:
             self.sock.sendall(struct.pack(">i", len(payload)) + payload)
             size = struct.unpack(">i", self._read(4))[0]
             frame = self._read(size)
+        except ssl.SSLError as exc:  # a TLS alert (TLS 1.3 sends the refusal of a certificate after the handshake)
+            raise (self._closed() if not self.versions else AdminError(f"{self.address}: {exc}")) from None
         except OSError as exc:
             raise AdminError(f"{self.address}: {exc}") from None
         response_cls = load_response_schema(api_key, version)
@@ -107,12 +129,20 @@ class Connection:
         response, _ = entity_reader(response_cls)(frame, offset)
         return response
 
+    def _closed(self) -> AdminError:
+        hint = ""
+        if isinstance(self.sock, ssl.SSLSocket) and not self.versions:
+            # TLS 1.3 finishes the client's side of the handshake before the broker checks its certificate.
+            hint = (" right after the TLS handshake (a listener that requires a client certificate "
+                    "refuses one without; see ssl.keystore.location in --command-config)")
+        return AdminError(f"{self.address}: the broker closed the connection{hint}")
+
     def _read(self, n: int) -> bytes:
         chunks, left = [], n
         while left:
             chunk = self.sock.recv(left)
             if not chunk:
-                raise AdminError(f"{self.address}: the broker closed the connection")
+                raise self._closed()
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -131,8 +161,9 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
 class WireAdmin:
     """Connections to the cluster behind `bootstrap` ("HOST:PORT,..."), by node."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.timeout_s = timeout_s
+        self.security = security
         self._nodes: dict[tuple[str, int], Connection] = {}
         errors = []
         self.bootstrap: Connection | None = None
@@ -148,7 +179,7 @@ class WireAdmin:
     def _connect(self, host: str, port: int) -> Connection:
         key = (host, port)
         if key not in self._nodes:
-            self._nodes[key] = Connection(host, port, self.timeout_s)
+            self._nodes[key] = Connection(host, port, self.timeout_s, self.security)
         return self._nodes[key]
 
     def close(self) -> None:

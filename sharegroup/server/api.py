@@ -41,18 +41,33 @@ class RequestContext:
         return host or self.peer
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-        """Whether this request's principal may do `operation` on the literal resource `name`."""
-        return self.broker.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
+        """Whether this request's principal may do `operation` on the literal resource `name` (a denial is
+        counted in the wire metrics)."""
+        allowed = self.broker.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
+        if not allowed:
+            self._count_denial(operation, resource_type)
+        return allowed
+
+    def _count_denial(self, operation: AclOperation, resource_type: ResourceType) -> None:
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            metrics.authorization_denied.labels(self.listener, AclOperation(operation).name,
+                                               ResourceType(resource_type).name).inc()
 
     def authorized_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Whether this request's principal may do `operation` on at least one resource of this type."""
-        return self.broker.authorizer.authorize_by_resource_type(self.principal, self.client_host, operation,
-                                                                 resource_type)
+        allowed = self.broker.authorizer.authorize_by_resource_type(self.principal, self.client_host, operation,
+                                                                    resource_type)
+        if not allowed:
+            self._count_denial(operation, resource_type)
+        return allowed
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """The bit field (bit = operation id) of the operations this principal may do on `name`, over the
         operations that apply to its type: what `*_authorized_operations` fields report."""
-        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type] if self.authorized(op, resource_type, name))
+        authorize = self.broker.authorizer.authorize  # a probe, not a refusal: no denial is counted
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+                   if authorize(self.principal, self.client_host, op, resource_type, name))
 
     @property
     def advertised_host(self) -> str:

@@ -23,6 +23,7 @@ delay, muted meanwhile.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,8 @@ class Connection:
         if listener is not None and security is not None:
             self.principal = security.tls_principal(listener, writer.get_extra_info("ssl_object"))
             self.sasl = security.authenticator(listener, broker.registry, self._context, self._handle)
+            if self.sasl is not None:
+                self.sasl.on_outcome = functools.partial(broker.metrics.count_authentication, self.listener_name)
 
     async def serve(self) -> None:
         reader_task = asyncio.create_task(self._read_frames(), name=f"read {self.peer}")
@@ -115,9 +118,8 @@ class Connection:
                     return
                 size = int.from_bytes(prefix, "big", signed=True)
                 if self.sasl is not None and self.sasl.frame_limit is not None and size > self.sasl.frame_limit:
-                    log.warning("closing connection %s: Failing SASL authentication due to invalid receive size %d",
-                                self.peer, size)
-                    await self._frames.put(_CLOSE)
+                    # A failed login: closed after the failed-login delay, without an answer.
+                    await self._frames.put(self.sasl.oversized())
                     return
                 if size < 0 or size > max_bytes:
                     log.warning(
@@ -146,6 +148,9 @@ class Connection:
             frame = await self._frames.get()
             if frame is _CLOSE:
                 return
+            if isinstance(frame, CloseConnection):  # the reader refused a frame (a failed SASL login)
+                await self._close_for(frame)
+                return
             self._queued_bytes -= len(frame)
             self._drained.set()
             self._check()
@@ -156,19 +161,26 @@ class Connection:
                 else:
                     out = await self._handle(frame)
             except CloseConnection as exc:
-                log.warning("closing connection %s: %s", self.peer, exc)
-                self.broker.metrics.closed_connections.inc()
-                if exc.delay_s > 0:  # muted meanwhile: nothing else of this connection is handled
-                    await asyncio.sleep(exc.delay_s)
-                if exc.response is not None:
-                    self.writer.write(exc.response)
-                    await self.writer.drain()
+                await self._close_for(exc)
                 return
             if out is not None:
                 self.writer.write(out)
                 self.broker.metrics.bytes_out.inc(len(out))
                 await self.writer.drain()
             self.requests_handled += 1
+
+    async def _close_for(self, exc: CloseConnection) -> None:
+        """Close for `exc`: after its delay (muted meanwhile: nothing else of this connection is handled)
+        and its response, when it has them (a failed SASL login)."""
+        log.warning("closing connection %s: %s", self.peer, exc)
+        self.broker.metrics.closed_connections.inc()
+        if type(exc).__name__ == "SessionExpired":  # security.sasl's (not imported: it imports this module)
+            self.broker.metrics.expired_connections_killed.inc()
+        if exc.delay_s > 0:
+            await asyncio.sleep(exc.delay_s)
+        if exc.response is not None:
+            self.writer.write(exc.response)
+            await self.writer.drain()
 
     async def _handle(self, frame: bytes) -> bytes | None:
         try:

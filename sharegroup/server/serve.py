@@ -27,6 +27,9 @@ from typing import Any
 
 from .broker_config import ServeConfig, parse_properties, split_assignment
 
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9092
+
 __all__ = ["add_arguments", "event_loop_factory", "open_share_services", "open_store", "run", "load_config"]
 
 EXIT_OK = 0
@@ -66,9 +69,10 @@ def _share_state_url(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", metavar="DIR", default="./sharegroup-data",
                         help="data directory: topic logs, share state, group records (default: %(default)s)")
-    parser.add_argument("--host", default="127.0.0.1", help="address of the PLAINTEXT listener; not used when "
-                        "the listeners config is set (default: %(default)s)")
-    parser.add_argument("--port", type=_port, default=9092, help="port to listen on; 0 binds a free port (default: %(default)s)")
+    parser.add_argument("--host", default=None, help="address of the PLAINTEXT listener; ignored (with a warning) "
+                        f"when the listeners config is set (default: {DEFAULT_HOST})")
+    parser.add_argument("--port", type=_port, default=None, help="port to listen on; 0 binds a free port; ignored "
+                        f"(with a warning) when the listeners config is set (default: {DEFAULT_PORT})")
     parser.add_argument("--node-id", type=_node_id, default=1, metavar="N", help="this broker's node id (default: %(default)s)")
     parser.add_argument("--config", metavar="FILE", help="a Kafka server.properties to read broker configs from")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -208,6 +212,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    given = [f"--{name}" for name in ("host", "port") if getattr(args, name, None) is not None]
+    if given and config["listeners"] is not None:
+        print(f"sharegroup serve: WARNING {' and '.join(given)} ignored: the listeners config "
+              f"({config['listeners']}) sets every listener", file=sys.stderr)
+    args.host = DEFAULT_HOST if getattr(args, "host", None) is None else args.host
+    args.port = DEFAULT_PORT if getattr(args, "port", None) is None else args.port
     try:
         security = load_security(args, config)
     except ValueError as exc:

@@ -1,4 +1,7 @@
-"""Prometheus metrics of the wire: requests and latency per API, bytes in and out, connections.
+"""Prometheus metrics of the wire: requests and latency per API, bytes in and out, connections, and
+security: SASL logins and re-authentications per listener and mechanism (succeeded / failed, Kafka's
+`successful-authentication-total` and friends) and authorization denials per listener, operation and
+resource type.
 
 Created once per `CollectorRegistry` (as the leader's and the persister's metrics are), so several
 brokers in one process (tests) share the families; `sharegroup serve --metrics-port` exposes them with
@@ -34,6 +37,38 @@ class WireMetrics:
             "Connections the broker closed because of bad input (oversized or undecodable frames, unserved APIs).",
             registry=registry,
         )
+        by_login = ("listener", "mechanism")
+        self.successful_authentication = Counter(
+            "sharegroup_server_successful_authentication",
+            "SASL logins that succeeded, by listener and mechanism.", by_login, registry=registry)
+        self.failed_authentication = Counter(
+            "sharegroup_server_failed_authentication",
+            "SASL logins that failed (wrong credentials, unknown mechanism, a request out of turn), by listener "
+            "and mechanism (NONE: before an enabled mechanism was chosen).", by_login, registry=registry)
+        self.successful_reauthentication = Counter(
+            "sharegroup_server_successful_reauthentication",
+            "SASL re-authentications (connections.max.reauth.ms) that succeeded, by listener and mechanism.",
+            by_login, registry=registry)
+        self.failed_reauthentication = Counter(
+            "sharegroup_server_failed_reauthentication",
+            "SASL re-authentications that failed, by listener and mechanism.", by_login, registry=registry)
+        self.expired_connections_killed = Counter(
+            "sharegroup_server_expired_connections_killed",
+            "Connections closed because their SASL session lifetime (connections.max.reauth.ms) ran out without "
+            "a re-authentication (Kafka's expired-connections-killed-count).", registry=registry)
+        self.authorization_denied = Counter(
+            "sharegroup_server_authorization_denied",
+            "Authorization checks the authorizer denied, by listener, operation and resource type (the checks "
+            "behind *_authorized_operations fields are not counted).",
+            ("listener", "operation", "resource_type"), registry=registry)
+
+    def count_authentication(self, listener: str, mechanism: str, succeeded: bool, reauthentication: bool) -> None:
+        """One SASL (re-)authentication outcome on `listener`."""
+        if reauthentication:
+            family = self.successful_reauthentication if succeeded else self.failed_reauthentication
+        else:
+            family = self.successful_authentication if succeeded else self.failed_authentication
+        family.labels(listener, mechanism).inc()
 
 
 _wire_metrics_for = PerRegistry(WireMetrics, REGISTRY)

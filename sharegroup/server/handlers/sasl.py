@@ -2,8 +2,10 @@
 
 On SASL listeners the connection's `SaslAuthenticator` (`server/security/sasl.py`) answers these
 requests while a client logs in or re-authenticates. What reaches these handlers is what Kafka's
-request handler sees: a SaslHandshake or SaslAuthenticate on a PLAINTEXT or SSL listener, or a
-SaslAuthenticate after the login completed. Kafka answers both with ILLEGAL_SASL_STATE (SaslHandshake
+request handler sees: a SaslHandshake or SaslAuthenticate on a PLAINTEXT or SSL listener, a
+SaslAuthenticate after the login completed, or a SaslHandshake after the login that does not start a
+re-authentication (the session has no lifetime, or the last re-authentication began less than a
+second ago). Kafka answers both with ILLEGAL_SASL_STATE (SaslHandshake
 with no mechanisms). They are registered so ApiVersions advertises them, as Kafka does on every listener.
 """
 

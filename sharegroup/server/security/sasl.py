@@ -3,9 +3,13 @@
 A `SaslAuthenticator` sits in front of a connection's handlers. Until the client has authenticated it
 sees every frame, and it lets through only what Kafka lets through:
 
-1. First request: ApiVersions (answered normally) or SaslHandshake. Anything else, or bytes that are
-   not a Kafka request at all, closes the connection at once, without an answer.
-2. After ApiVersions: only SaslHandshake (a second ApiVersions closes the connection).
+1. First request: ApiVersions (answered normally) or SaslHandshake. Any other API, or a first frame
+   that is not a Kafka request at all (or above `sasl.server.max.receive.size`), is a failed login:
+   no answer, and the connection closes after the failed-login delay, muted meanwhile (Kafka raises
+   an authentication exception there, IllegalSaslState / UnsupportedSaslMechanism, not a plain I/O
+   error).
+2. After ApiVersions: only SaslHandshake (a second ApiVersions, or a frame whose header does not
+   decode, closes the connection at once).
 3. SaslHandshake names a mechanism. Enabled: the answer lists the enabled mechanisms and the exchange
    starts. Not enabled: UNSUPPORTED_SASL_MECHANISM with the enabled list, sent after the failed-login
    delay, then the connection closes. SaslHandshake v0 means the mechanism's tokens follow as raw
@@ -17,9 +21,16 @@ sees every frame, and it lets through only what Kafka lets through:
    `connection.failed.authentication.delay.ms`, then the connection closes. During the delay the
    connection is muted: nothing else it sent is handled.
 6. Success: the principal is `User:<name>`; later requests go to the handlers. With
-   `connections.max.reauth.ms` > 0 and SaslAuthenticate v1+, the last answer carries the session
-   lifetime; the client re-authenticates with a new SaslHandshake (same mechanism, same principal)
-   before it runs out, and a connection whose session expired is closed at its next other request.
+   `connections.max.reauth.ms` > 0 (for the listener and mechanism) the session has a lifetime: the
+   last SaslAuthenticate answer carries it (v1+; v0 has no such field), and a connection whose session
+   expired is closed at its next request other than a re-authentication. As in Kafka, the expiry
+   does not depend on the client's SaslAuthenticate version: a client that cannot re-authenticate is
+   disconnected when its session ends.
+7. Re-authentication: a SaslHandshake on a logged-in connection starts one only when the session has
+   a lifetime and the previous re-authentication started at least `MIN_REAUTH_INTERVAL_MS` before;
+   then the same mechanism and the same principal must follow. Otherwise the SaslHandshake is an
+   ordinary request: the handler answers ILLEGAL_SASL_STATE with no mechanisms and the connection
+   stays (Kafka's `maybeBeginServerReauthentication`).
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from ..codec import (
 from ..connection import CloseConnection
 from .sasl_mechanisms import MechanismServer, SaslAuthenticationFailed, SaslFailure
 
-__all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY"]
+__all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SessionExpired", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY"]
 
 log = logging.getLogger("sharegroup.server")
 
@@ -54,6 +65,10 @@ SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 HANDSHAKE_VERSIONS = (0, 1)
 AUTHENTICATE_VERSIONS = (0, 2)
+NO_MECHANISM = "NONE"  # the mechanism label of a failure before an enabled mechanism was chosen
+MIN_REAUTH_INTERVAL_MS = 1000  # Kafka: at most one re-authentication start per second and connection
+NOT_GSSAPI = "Exception handling first SASL packet from client, GSSAPI is not supported by server"
+INVALID_RECEIVE_SIZE = "Failing SASL authentication due to invalid receive size"
 NOT_KAFKA = ("Invalid request, potential reasons: kafka client configured with the wrong security protocol, "
              "it does not support KIP-43 or it is not a kafka client.")
 
@@ -65,6 +80,10 @@ class SaslState(Enum):
     COMPLETE = "COMPLETE"
     REAUTH_AUTHENTICATE = "REAUTH_AUTHENTICATE"
     FAILED = "FAILED"
+
+
+class SessionExpired(CloseConnection):
+    """A request other than a re-authentication on a connection whose session lifetime has run out."""
 
 
 class DelayedClose(CloseConnection):
@@ -111,6 +130,10 @@ class SaslAuthenticator:
         self.mechanism: str | None = None
         self.principal: str | None = None
         self.session_expires_ms: int | None = None  # None: the session never expires
+        self._reauth_started_ms: int | None = None  # when the last re-authentication began
+        self._attempt_mechanism: str | None = None  # the enabled mechanism of the exchange in progress
+        # Told of every (re-)authentication outcome: (mechanism or NO_MECHANISM, succeeded, re-authentication).
+        self.on_outcome: Callable[[str, bool, bool], None] = lambda mechanism, ok, reauth: None
         self._check()
 
     def _check(self) -> None:
@@ -135,17 +158,32 @@ class SaslAuthenticator:
         an expired session); after authentication the handlers serve everything else."""
         if self.state is not SaslState.COMPLETE:
             return True
+        if self.session_expires_ms is None:
+            return False  # no lifetime: no re-authentication, and a SaslHandshake is an ordinary request
         key = int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
-        if key == SASL_HANDSHAKE_KEY:
+        now_ms = self._now_ms()
+        if key == SASL_HANDSHAKE_KEY and (self._reauth_started_ms is None
+                                          or now_ms - self._reauth_started_ms >= MIN_REAUTH_INTERVAL_MS):
             return True
-        return self.session_expires_ms is not None and self._now_ms() >= self.session_expires_ms
+        return now_ms >= self.session_expires_ms
+
+    def oversized(self) -> "DelayedClose":
+        """A frame above `sasl.server.max.receive.size` before login: a failed login (no answer)."""
+        self.on_outcome(self._attempt_mechanism or NO_MECHANISM, False, self.principal is not None)
+        self.state = SaslState.FAILED
+        return DelayedClose(INVALID_RECEIVE_SIZE, None, self.failed_delay_s)
 
     # -- frames -------------------------------------------------------------------------------------
 
     async def receive(self, frame: bytes) -> bytes | None:
         """The answer to one frame, or `CloseConnection` / `DelayedClose`."""
+        reauth = self.principal is not None  # a principal exists only after a successful login
         try:
             out = await self._receive(frame)
+        except DelayedClose:  # Kafka's AuthenticationException: a failed (re-)authentication
+            self.on_outcome(self._attempt_mechanism or NO_MECHANISM, False, reauth)
+            self.state = SaslState.FAILED
+            raise
         except CloseConnection:
             self.state = SaslState.FAILED
             raise
@@ -155,16 +193,21 @@ class SaslAuthenticator:
     async def _receive(self, frame: bytes) -> bytes | None:
         if self.state is SaslState.FAILED:
             raise CloseConnection("SASL authentication already failed")
-        if self.state is SaslState.AUTHENTICATE and self._raw_tokens:
+        if self.state in (SaslState.AUTHENTICATE, SaslState.REAUTH_AUTHENTICATE) and self._raw_tokens:
             return await self._raw_token(frame)
         try:
             header, offset = decode_header(frame)
         except DecodeFailure:
+            if self.state is SaslState.INITIAL_REQUEST:  # Kafka tries it as a GSSAPI token, which is not enabled
+                raise DelayedClose(f"{NOT_GSSAPI} ({NOT_KAFKA})", None, self.failed_delay_s) from None
             raise CloseConnection(NOT_KAFKA) from None
         key, version = int(header.request_api_key), int(header.request_api_version)
         if self.state is SaslState.COMPLETE:
-            if key != SASL_HANDSHAKE_KEY:  # wants() let it in: the session has expired
-                raise CloseConnection("the SASL session expired without re-authentication")
+            now_ms = self._now_ms()
+            if key != SASL_HANDSHAKE_KEY or (self._reauth_started_ms is not None
+                                             and now_ms - self._reauth_started_ms < MIN_REAUTH_INTERVAL_MS):
+                raise SessionExpired("the SASL session expired without re-authentication")
+            self._reauth_started_ms = now_ms
             return await self._handshake(header, frame, offset, reauth=True)
         if self.state in (SaslState.INITIAL_REQUEST, SaslState.HANDSHAKE_REQUEST):
             if key == API_VERSIONS_KEY and self.state is SaslState.INITIAL_REQUEST:
@@ -172,8 +215,9 @@ class SaslAuthenticator:
                 if self._registry.get(key, version) is not None:
                     self.state = SaslState.HANDSHAKE_REQUEST  # a bad version may be retried
                 return out
-            if key != SASL_HANDSHAKE_KEY:
-                raise CloseConnection(f"Unexpected Kafka request of type {_api_name(key)} during SASL handshake.")
+            if key != SASL_HANDSHAKE_KEY:  # IllegalSaslStateException: a failed login, closed after the delay
+                raise DelayedClose(f"Unexpected Kafka request of type {_api_name(key)} during SASL handshake.",
+                                   None, self.failed_delay_s)
             return await self._handshake(header, frame, offset, reauth=False)
         # AUTHENTICATE or REAUTH_AUTHENTICATE with Kafka headers
         if key != SASL_AUTHENTICATE_KEY:
@@ -189,8 +233,6 @@ class SaslAuthenticator:
         version = int(header.request_api_version)
         if not HANDSHAKE_VERSIONS[0] <= version <= HANDSHAKE_VERSIONS[1]:
             raise CloseConnection(f"SaslHandshake version {version} is not supported")
-        if reauth and version == 0:
-            raise CloseConnection("re-authentication needs SaslHandshake v1")
         request = _decode(SASL_HANDSHAKE_KEY, version, frame, offset)
         mechanism = str(request.mechanism)
 
@@ -206,6 +248,7 @@ class SaslAuthenticator:
             # Kafka accepts the handshake and fails the SaslAuthenticate that follows (REAUTH_BAD_MECHANISM).
             self._bad_reauth_mechanism = (f"SASL mechanism '{mechanism}' requested by client is not supported for "
                                           f"re-authentication of mechanism '{self.mechanism}'")
+        self._attempt_mechanism = mechanism
         self._server = self._new_server(mechanism)
         self._raw_tokens = version == 0
         if not reauth:
@@ -231,40 +274,44 @@ class SaslAuthenticator:
         if self._server.complete:
             principal = f"User:{self._server.user}"
             if reauth and principal != self.principal:
-                message = (f"Cannot change principals during re-authentication from "
-                           f"{self.principal.replace(':', '.', 1) if self.principal else None}: "
-                           f"{principal.replace(':', '.', 1)}")
+                message = _principal_changed(self.principal, principal)
                 body = build(cls, {"error_code": ErrorCode.sasl_authentication_failed, "error_message": message,
                                    "auth_bytes": b"", "session_lifetime": 0})
                 raise DelayedClose(message, encode_response(header.correlation_id, body), self.failed_delay_s)
-            self.principal = principal
-            self.state = SaslState.COMPLETE
-            self._server = None
-            assert self.mechanism is not None
-            max_reauth_ms = self._max_reauth_ms(self.mechanism)
-            if max_reauth_ms > 0 and version >= 1:
-                lifetime_ms = max_reauth_ms
-                self.session_expires_ms = self._now_ms() + lifetime_ms
-            else:
-                self.session_expires_ms = None
+            lifetime_ms = self._complete(principal, reauth)
         body = build(cls, {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": reply,
                            "session_lifetime": lifetime_ms})
         return encode_response(header.correlation_id, body)
 
+    def _complete(self, principal: str, reauth: bool) -> int:
+        """Log the principal in; the session lifetime (ms, 0: none) from `connections.max.reauth.ms`."""
+        assert self._server is not None and self.mechanism is not None
+        self.on_outcome(self._server.mechanism, True, reauth)
+        self._attempt_mechanism = None
+        self.principal = principal
+        self.state = SaslState.COMPLETE
+        self._server = None
+        self._raw_tokens = False
+        lifetime_ms = max(0, self._max_reauth_ms(self.mechanism))
+        self.session_expires_ms = self._now_ms() + lifetime_ms if lifetime_ms > 0 else None
+        return lifetime_ms
+
     async def _raw_token(self, frame: bytes) -> bytes:
         """SaslHandshake v0: the frame is a bare token; the answer is a bare size-prefixed token."""
         assert self._server is not None
+        reauth = self.state is SaslState.REAUTH_AUTHENTICATE
         try:
+            if self._bad_reauth_mechanism is not None:
+                raise SaslAuthenticationFailed(self._bad_reauth_mechanism)
             reply = await self._server.evaluate(frame)
+            principal = f"User:{self._server.user}" if self._server.complete else None
+            if reauth and principal is not None and principal != self.principal:
+                raise SaslAuthenticationFailed(_principal_changed(self.principal, principal))
         except (SaslAuthenticationFailed, SaslFailure) as exc:
             raise DelayedClose(f"SASL {self._server.mechanism} authentication failed: {exc}", None,
                                self.failed_delay_s) from None
-        if self._server.complete:
-            self.principal = f"User:{self._server.user}"
-            self.state = SaslState.COMPLETE
-            self._server = None
-            self._raw_tokens = False
-            self.session_expires_ms = None  # v0 clients cannot re-authenticate: no session lifetime
+        if principal is not None:
+            self._complete(principal, reauth)
         return len(reply).to_bytes(4, "big") + reply
 
     def _failure_message(self, exc: Exception, reauth: bool) -> str:
@@ -288,6 +335,12 @@ class SaslAuthenticator:
                                    handler.error_response(ctx, request, ErrorCode.illegal_sasl_state))
         except Exception:  # an undecodable or unanswerable request: closed without an answer
             return None
+
+
+def _principal_changed(before: str | None, after: str) -> str:
+    """Kafka's message (it prints a principal as TYPE.NAME here)."""
+    return (f"Cannot change principals during re-authentication from "
+            f"{before.replace(':', '.', 1) if before else None}: {after.replace(':', '.', 1)}")
 
 
 def _decode(key: int, version: int, frame: bytes, offset: int) -> Any:

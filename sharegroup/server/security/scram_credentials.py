@@ -66,7 +66,17 @@ class ScramCredential:
 
 def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
                                     iterations: int) -> ScramCredential:
-    """The stored and server keys of a salted password (what AlterUserScramCredentials carries)."""
+    """The stored and server keys of a salted password (what AlterUserScramCredentials carries).
+
+    Why not `scramp`: its public API (`ScramMechanism.make_auth_info`) derives the keys from a
+    *password* only; here the client sent SaltedPassword = Hi(password, salt, i) and the password never
+    reaches the broker, so there is nothing to hand to it (its key helper is private). What follows is
+    RFC 5802 §3's definition, word for word, composed of the standard library's HMAC and hash:
+    ClientKey = HMAC(SaltedPassword, "Client Key"), StoredKey = H(ClientKey),
+    ServerKey = HMAC(SaltedPassword, "Server Key"). No SCRAM exchange logic is written here: proofs and
+    signatures are checked by `scramp` during login, and a test checks these keys equal `scramp`'s for
+    the same password and salt.
+    """
     digest = _HASHES[mechanism]
     client_key = hmac.digest(salted_password, b"Client Key", digest)
     stored_key = hashlib.new(digest, client_key).digest()
