@@ -58,16 +58,13 @@ def _commit_response(ctx: RequestContext, request: Any, codes: dict[tuple[str, i
     return ctx.response({"throttle_time": 0, "topics": _topic_codes(request, codes)})
 
 
-async def offset_commit(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return offset_commit_error(ctx, request, GROUP_AUTH)
-    coordinator = _coordinator(ctx)
-    if coordinator is None:
-        return offset_commit_error(ctx, request, NOT_AVAILABLE)
-    codes: dict[tuple[str, int], int] = {}
-    commits: list[CommitRequest] = []
+def _readable_partitions(ctx: RequestContext, request: Any, codes: dict[tuple[str, int], int]) -> list[tuple[str, int, Any]]:
+    """The request's partitions the principal may READ and that exist, as (topic, partition, the request's
+    partition entry); the others get TOPIC_AUTHORIZATION_FAILED (asked first, once per topic, so existence
+    is never revealed) or UNKNOWN_TOPIC_OR_PARTITION in `codes`."""
     allowed = {name: ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
                for name in dict.fromkeys(t.name for t in request.topics)}
+    readable = []
     for topic in request.topics:
         for p in topic.partitions:
             key = (topic.name, int(p.partition_index))
@@ -76,8 +73,20 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
             elif not _partition_exists(ctx, *key):
                 codes[key] = UNKNOWN_PARTITION
             else:
-                commits.append(CommitRequest(topic.name, key[1], int(p.committed_offset),
-                                             int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+                readable.append((*key, p))
+    return readable
+
+
+async def offset_commit(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return offset_commit_error(ctx, request, GROUP_AUTH)
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return offset_commit_error(ctx, request, NOT_AVAILABLE)
+    codes: dict[tuple[str, int], int] = {}
+    commits = [CommitRequest(topic, partition, int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
+                             p.committed_metadata)
+               for topic, partition, p in _readable_partitions(ctx, request, codes)]
     if commits:
         retention = getattr(request, "retention_time", None)
         retention_ms = -1 if retention is None else int(retention.total_seconds() * 1000)
@@ -194,18 +203,7 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
     if coordinator is None:
         return offset_delete_error(ctx, request, NOT_AVAILABLE)
     codes: dict[tuple[str, int], int] = {}
-    wanted: list[tuple[str, int]] = []
-    allowed = {name: ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
-               for name in dict.fromkeys(t.name for t in request.topics)}
-    for topic in request.topics:
-        for p in topic.partitions:
-            key = (topic.name, int(p.partition_index))
-            if not allowed[topic.name]:
-                codes[key] = TOPIC_AUTH
-            elif not _partition_exists(ctx, *key):
-                codes[key] = UNKNOWN_PARTITION
-            else:
-                wanted.append(key)
+    wanted = [(topic, partition) for topic, partition, _p in _readable_partitions(ctx, request, codes)]
     try:
         results = await coordinator.offset_delete(request.group_id, wanted)
     except ShareError as exc:
