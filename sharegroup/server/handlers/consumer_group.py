@@ -22,7 +22,7 @@ from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
 from .classic_group import GROUP_OPERATIONS
-from .share_group import describe_error, heartbeat_error  # the same response shapes as the share APIs
+from .share_group import describe_error, heartbeat_error, heartbeat_response  # the same response shapes as the share APIs
 
 _NO_OPERATIONS = -2147483648
 
@@ -58,15 +58,7 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
         )
     except ShareError as exc:
         return heartbeat_error(ctx, request, int(exc.error), exc.message or None)
-    assignment = None
-    if result.assignment is not None:
-        assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": list(partitions)}
-                                           for topic_id, partitions in sorted(result.assignment.items())]}
-    return ctx.response({
-        "throttle_time": 0, "error_code": ErrorCode.none, "member_id": result.member_id,
-        "member_epoch": result.member_epoch, "heartbeat_interval": result.heartbeat_interval_ms,
-        "assignment": assignment,
-    })
+    return heartbeat_response(ctx, result)
 
 
 async def describe(ctx: RequestContext, request: Any) -> Any:

@@ -46,10 +46,16 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
         result = await share.coordinator.share_group_heartbeat(
             request.group_id, request.member_id, int(request.member_epoch),
             None if names is None else list(names), request.rack_id,
-            client_id=ctx.client_id or "", client_host="/" + ctx.peer.rsplit(":", 1)[0],
+            client_id=ctx.client_id or "", client_host="/" + ctx.client_host,
         )
     except ShareError as exc:
         return heartbeat_error(ctx, request, int(exc.error), exc.message or None)
+    return heartbeat_response(ctx, result)
+
+
+def heartbeat_response(ctx: RequestContext, result: Any) -> Any:
+    """A successful Share- or ConsumerGroupHeartbeat answer (the two responses share these fields):
+    the member id and epoch, the interval, and the assignment by topic id when the member gets one."""
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": list(partitions)}
