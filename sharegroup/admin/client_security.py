@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..server.broker_config import parse_properties
+from ..server.security.listeners import PROTOCOLS, SASL_PROTOCOLS, TLS_PROTOCOLS
 from ..server.security.sasl_mechanisms import parse_jaas_options
 
 __all__ = ["ClientSecurity", "LoginFailed", "load_command_config"]
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM = 58, 33
@@ -62,11 +62,11 @@ class ClientSecurity:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     def _check(self) -> None:
         """TLS protocols carry a context; SASL protocols a mechanism and credentials."""
@@ -129,7 +129,7 @@ def client_security(props: dict[str, str]) -> ClientSecurity:
     if protocol not in PROTOCOLS:
         raise ValueError(f"security.protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
     mechanism = username = password = None
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+    if protocol in SASL_PROTOCOLS:
         mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").strip().upper()
         if mechanism not in MECHANISMS:
             raise ValueError(f"sasl.mechanism: {mechanism} is not supported by this tool "
@@ -140,7 +140,7 @@ def client_security(props: dict[str, str]) -> ClientSecurity:
         if username is None or password is None:
             raise ValueError("sasl.jaas.config: needs username=\"...\" and password=\"...\" "
                              "(or sasl.username and sasl.password)")
-    context = _ssl_context(props) if protocol in ("SSL", "SASL_SSL") else None
+    context = _ssl_context(props) if protocol in TLS_PROTOCOLS else None
     return ClientSecurity(protocol, mechanism, username, password, context)
 
 

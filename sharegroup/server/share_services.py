@@ -27,7 +27,7 @@ import asyncio
 import logging
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..config import BrokerConfig, ShareGroupConfig
 from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
@@ -189,13 +189,7 @@ class ShareServices:
     async def _expire_offsets(self) -> None:
         """Every `offsets.retention.check.interval.ms`, expire committed offsets past their retention."""
         interval_s = self.coordinator.classic_config.offsets_retention_check_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                expired = await self.coordinator.expire_offsets()
-            except Exception:
-                log.exception("offset retention failed")
-                continue
+        async for expired in _every(interval_s, self.coordinator.expire_offsets, "offset retention"):
             if expired:
                 log.info("committed offsets expired: %d", expired)
 
@@ -205,15 +199,9 @@ class ShareServices:
         # A consumer group may set its own consumer.session.timeout.ms down to the broker's minimum.
         shortest_ms = min(self.group_config.session_timeout_ms, self.coordinator.consumer_config.min_session_timeout_ms)
         interval_s = max(0.05, min(1.0, shortest_ms / 4000))
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                gone = await self.coordinator.expire_members()
-            except Exception:  # a failing pass must not stop later ones (logged, retried next interval)
-                log.exception("share group member expiry failed")
-                continue
+        async for gone in _every(interval_s, self.coordinator.expire_members, "group member expiry"):
             if gone:
-                log.info("share group members expired: %s", ", ".join(gone))
+                log.info("group members expired: %s", ", ".join(gone))
 
     async def close(self) -> None:
         if self._expiry_task is not None:
@@ -250,3 +238,16 @@ class ShareServices:
     def _check(self) -> None:
         for key, connection in self._session_connection.items():
             assert key in self._connection_sessions.get(connection, ()), (key, connection)
+
+
+async def _every(interval_s: float, step: Callable[[], Awaitable[Any]], what: str) -> AsyncIterator[Any]:
+    """Run `step` every `interval_s` seconds and yield what it returns; a failing pass is logged and
+    skipped, so it never stops the later ones."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            result = await step()
+        except Exception:
+            log.exception("%s failed", what)
+            continue
+        yield result

@@ -16,8 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # security protocols that run over TLS
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})  # security protocols that log in with SASL
+
 __all__ = [
     "PROTOCOLS",
+    "SASL_PROTOCOLS",
+    "TLS_PROTOCOLS",
     "Listener",
     "listener_value",
     "parse_endpoints",
@@ -41,11 +46,11 @@ class Listener:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
 
 def parse_protocol_map(text: str | None) -> dict[str, str]:
