@@ -12,7 +12,7 @@ import pytest
 from sharegroup.coordinator.consumer_protocol import decode_assignment, subscribed_topics
 from sharegroup.server.codec import build, request_class
 from tests.consumer_group_env import T1, T2, ConsumerEnv
-from tests.server_harness import BrokerThread, RawClient
+from tests.server_harness import BrokerThread
 from tests.test_server_consumer_group_wire import OVERRIDES, heartbeat
 
 DESCRIBE_GROUPS = 15
@@ -26,13 +26,6 @@ def broker(tmp_path_factory):
     b.call(b.store.create_topic("u", 2))
     yield b
     b.stop()
-
-
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    yield c
-    c.close()
 
 
 def describe_groups(client, *groups, version=5):

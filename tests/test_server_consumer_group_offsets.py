@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from sharegroup.server.codec import build, request_class
 from tests.server_harness import BrokerThread, RawClient, ServeProcess
-from tests.test_server_classic_wire import commit, stable_member
+from tests.test_server_classic_wire import commit, request, stable_member
 from tests.test_server_consumer_group_wire import OVERRIDES, heartbeat
 
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DELETE_GROUPS, SHARE_HEARTBEAT = 8, 9, 16, 42, 76
@@ -25,17 +24,6 @@ def broker(tmp_path):
     b.call(b.store.create_topic("t", 2))
     yield b
     b.stop()
-
-
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    yield c
-    c.close()
-
-
-def request(client: RawClient, key: int, version: int, data: dict):
-    return client.request(key, version, build(request_class(key, version), data))
 
 
 def fetch(client: RawClient, group: str, member_id: str | None, epoch: int):

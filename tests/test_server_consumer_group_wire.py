@@ -39,13 +39,6 @@ def broker(tmp_path):
     b.stop()
 
 
-@pytest.fixture
-def client(broker):
-    c = RawClient(broker.broker.port)
-    yield c
-    c.close()
-
-
 def heartbeat(client, member, epoch, topics=None, version=1, group="g", **fields):
     data = {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
             "rebalance_timeout": 5000 if epoch == 0 else -1, "subscribed_topic_names": topics,
