@@ -25,6 +25,23 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'user_admin="admin-secret" user_carol="carol-secret";')
 
 
+def _counters() -> dict[str, float]:
+    """The login, re-authentication and denial counters this test moves, by a short name."""
+    return {
+        "ok_plain": _value("sharegroup_server_successful_authentication_total",
+                           listener="SASL_PLAINTEXT", mechanism="PLAIN"),
+        "ok_scram": _value("sharegroup_server_successful_authentication_total",
+                           listener="INTERNAL", mechanism="SCRAM-SHA-512"),
+        "bad_scram": _value("sharegroup_server_failed_authentication_total",
+                            listener="INTERNAL", mechanism="SCRAM-SHA-512"),
+        "bad_none": _value("sharegroup_server_failed_authentication_total", listener="SASL_PLAINTEXT", mechanism="NONE"),
+        "reauth": _value("sharegroup_server_successful_reauthentication_total",
+                         listener="SASL_PLAINTEXT", mechanism="PLAIN"),
+        "denied": _value("sharegroup_server_authorization_denied_total",
+                         listener="SASL_PLAINTEXT", operation="DESCRIBE", resource_type="TOPIC"),
+    }
+
+
 def _value(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
@@ -42,19 +59,7 @@ def test_logins_re_authentications_and_denials_are_counted_per_listener_mechanis
         "authorizer.class.name": STANDARD,
     })
     b.broker.security.store.apply([("bob", "SCRAM-SHA-512", credential_from_password("SCRAM-SHA-512", "bob-pw"))], [])
-    before = {
-        "ok_plain": _value("sharegroup_server_successful_authentication_total",
-                           listener="SASL_PLAINTEXT", mechanism="PLAIN"),
-        "ok_scram": _value("sharegroup_server_successful_authentication_total",
-                           listener="INTERNAL", mechanism="SCRAM-SHA-512"),
-        "bad_scram": _value("sharegroup_server_failed_authentication_total",
-                            listener="INTERNAL", mechanism="SCRAM-SHA-512"),
-        "bad_none": _value("sharegroup_server_failed_authentication_total", listener="SASL_PLAINTEXT", mechanism="NONE"),
-        "reauth": _value("sharegroup_server_successful_reauthentication_total",
-                         listener="SASL_PLAINTEXT", mechanism="PLAIN"),
-        "denied": _value("sharegroup_server_authorization_denied_total",
-                         listener="SASL_PLAINTEXT", operation="DESCRIBE", resource_type="TOPIC"),
-    }
+    before = _counters()
     sasl_port, internal_port = b.broker.bound["SASL_PLAINTEXT"][1], b.broker.bound["INTERNAL"][1]
     clients = [RawClient(p) for p in (sasl_port, internal_port, internal_port, sasl_port)]
     try:
@@ -72,19 +77,7 @@ def test_logins_re_authentications_and_denials_are_counted_per_listener_mechanis
         for c in clients:
             c.close()
         b.stop()
-    after = {
-        "ok_plain": _value("sharegroup_server_successful_authentication_total",
-                           listener="SASL_PLAINTEXT", mechanism="PLAIN"),
-        "ok_scram": _value("sharegroup_server_successful_authentication_total",
-                           listener="INTERNAL", mechanism="SCRAM-SHA-512"),
-        "bad_scram": _value("sharegroup_server_failed_authentication_total",
-                            listener="INTERNAL", mechanism="SCRAM-SHA-512"),
-        "bad_none": _value("sharegroup_server_failed_authentication_total", listener="SASL_PLAINTEXT", mechanism="NONE"),
-        "reauth": _value("sharegroup_server_successful_reauthentication_total",
-                         listener="SASL_PLAINTEXT", mechanism="PLAIN"),
-        "denied": _value("sharegroup_server_authorization_denied_total",
-                         listener="SASL_PLAINTEXT", operation="DESCRIBE", resource_type="TOPIC"),
-    }
+    after = _counters()
     assert {k: after[k] - before[k] for k in before} == {
         "ok_plain": 1, "ok_scram": 1, "bad_scram": 1, "bad_none": 1, "reauth": 1, "denied": 2}
 
