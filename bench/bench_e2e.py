@@ -80,26 +80,37 @@ def _kafka():
 
 
 class ServePeer:
-    """`python -m sharegroup serve --port 0` on a fresh data directory, stopped with SIGTERM."""
+    """`python -m sharegroup serve` on a fresh data directory (by default `--port 0` and `SERVE_ARGS`),
+    stopped with SIGTERM. `listeners` maps each listener line's name to its HOST:PORT (when serve was given
+    `listeners`); `bootstrap` is the address of the readiness line (the first listener)."""
 
     name = "serve"
 
-    def __init__(self) -> None:
+    def __init__(self, serve_args: tuple[str, ...] = ("--port", "0", *SERVE_ARGS)) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="sharegroup-bench-")
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._stderr = open(pathlib.Path(self._dir.name) / "stderr.txt", "w+")
-        args = [sys.executable, "-m", "sharegroup", "serve", "--port", "0", "--data",
-                str(pathlib.Path(self._dir.name) / "data"), *SERVE_ARGS]
+        args = [sys.executable, "-m", "sharegroup", "serve", "--data", str(pathlib.Path(self._dir.name) / "data"),
+                *serve_args]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True)
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
+        lines: list[str] = []
+
+        def read_until_ready() -> None:
+            for line in self.proc.stdout:
+                lines.append(line)
+                if " listening on " in line:
+                    return
+
+        reader = threading.Thread(target=read_until_ready, daemon=True)
         reader.start()
         reader.join(READY_TIMEOUT_S)
-        if not line or " listening on " not in line[0]:
+        if not lines or " listening on " not in lines[-1]:
             self.close()
             raise RuntimeError(f"sharegroup serve did not become ready: {self.stderr_tail()}")
-        self.bootstrap = line[0].split(" listening on ", 1)[1].split(" ", 1)[0]
+        self.bootstrap = lines[-1].split(" listening on ", 1)[1].split(" ", 1)[0]
+        self.listeners = {line.split()[3]: "127.0.0.1:" + line.rsplit(":", 1)[1].strip()
+                          for line in lines if " listener " in line}
 
     def stderr_tail(self) -> str:
         self._stderr.flush()

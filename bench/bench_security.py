@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import os
 import pathlib
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from bench_e2e import SERVE_ARGS, ServePeer  # the same serve subprocess as the end-to-end benchmark
+
 RECORD_BYTES = 100
 FULL_RECORDS = 200_000  # at ~1M records/s a shorter span is tens of ms: too short to compare
 FULL_ROUNDS = 3
 SMOKE_RECORDS = 2_000
-READY_TIMEOUT_S = 30.0
 RUN_TIMEOUT_S = 180.0
 USER, PASSWORD, MECHANISM = "bench", "bench-secret", "SCRAM-SHA-512"
 
@@ -51,63 +48,41 @@ def _modules() -> tuple[Any, Any]:
     return confluent_kafka, trustme
 
 
-class SecuredServe:
-    """`sharegroup serve` with a SASL_SSL and a PLAINTEXT listener on free ports, stopped with SIGTERM."""
+class SecuredServe(ServePeer):
+    """`sharegroup serve` with a SASL_SSL and a PLAINTEXT listener on free ports (certificates made by
+    trustme, one SCRAM-SHA-512 user), stopped with SIGTERM."""
 
     def __init__(self) -> None:
         _ck, trustme = _modules()
-        self._dir = tempfile.TemporaryDirectory(prefix="sharegroup-bench-security-")
-        base = pathlib.Path(self._dir.name)
+        self._certs = tempfile.TemporaryDirectory(prefix="sharegroup-bench-certs-")
+        base = pathlib.Path(self._certs.name)
         ca = trustme.CA()
         (base / "server.pem").write_bytes(ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.bytes())
         (base / "ca.pem").write_bytes(ca.cert_pem.bytes())
         self.ca_pem = str(base / "ca.pem")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self._stderr = open(base / "stderr.txt", "w+")
-        args = [sys.executable, "-m", "sharegroup", "serve", "--data", str(base / "data"),
+        try:
+            super().__init__((
                 "--override", "listeners=SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
                 "--override", "ssl.keystore.type=PEM", "--override", f"ssl.keystore.location={base / 'server.pem'}",
                 "--override", f"sasl.enabled.mechanisms={MECHANISM}",
                 "--add-scram", f"{MECHANISM}=[name={USER},password={PASSWORD}]",
-                "--override", "group.share.min.heartbeat.interval.ms=100",
-                "--override", "group.share.heartbeat.interval.ms=250",
-                "--group-config", "share.auto.offset.reset=earliest"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True)
-        lines: list[str] = []
-
-        def read() -> None:
-            for line in self.proc.stdout:
-                lines.append(line)
-                if " listening on " in line:
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(READY_TIMEOUT_S)
-        if not lines or " listening on " not in lines[-1]:
-            self.close()
-            raise RuntimeError("sharegroup serve did not become ready")
-        ports = {line.split()[3]: line.rsplit(":", 1)[1].strip() for line in lines if " listener " in line}
-        self.bootstrap = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+                *SERVE_ARGS, "--group-config", "share.auto.offset.reset=earliest"))
+        except BaseException:
+            self._certs.cleanup()
+            raise
 
     def client_config(self, listener: str) -> dict[str, Any]:
-        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap[listener]}
+        config: dict[str, Any] = {"bootstrap.servers": self.listeners[listener]}
         if listener == "SASL_SSL":
             config.update({"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM, "sasl.username": USER,
                            "sasl.password": PASSWORD, "ssl.ca.location": self.ca_pem})
         return config
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
         try:
-            self.proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate(timeout=20)
-        self._stderr.close()
-        self._dir.cleanup()
+            super().close()
+        finally:
+            self._certs.cleanup()
 
 
 @dataclass
@@ -237,4 +212,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    import sys
     sys.exit(main())
