@@ -130,18 +130,20 @@ class GroupStore:
     def classic_dump(self) -> dict[str, Any]:
         """What the sink holds for classic groups and offsets, as this store believes it (the last
         record written for each classic group; every committed offset)."""
-        return {"groups": {g: group.last_record for g, group in sorted(self.classic_groups.items())
-                           if group.last_record is not None},
-                "offsets": {g: dict(sorted(held.items())) for g, held in sorted(self.offsets.items())}}
+        return _classic_dump(self.classic_groups, self.offsets)
 
     def replayed_classic_dump(self) -> dict[str, Any]:
+        """`classic_dump` of what a fresh replay of the sink's records builds."""
         classic: dict[str, ClassicGroup] = {}
         offsets: dict[str, dict] = {}
         for record in self.sink.read_all():
             replay_into({}, record, classic, offsets, loading=True)
-        return {"groups": {g: group.last_record for g, group in sorted(classic.items())
-                           if group.last_record is not None},
-                "offsets": {g: dict(sorted(held.items())) for g, held in sorted(offsets.items())}}
+        return _classic_dump(classic, offsets)
+
+
+def _classic_dump(classic: dict[str, ClassicGroup], offsets: dict[str, dict]) -> dict[str, Any]:
+    return {"groups": {g: group.last_record for g, group in sorted(classic.items()) if group.last_record is not None},
+            "offsets": {g: dict(sorted(held.items())) for g, held in sorted(offsets.items())}}
 
 
 def check_group_type(group: Any, kind: type) -> None:
