@@ -24,9 +24,11 @@ Design (why, in short):
   below the end read so far replaces everything from there on: only an aborted transaction, which a
   read_committed fetch hides on a real broker, can leave such records (a reader that does not filter,
   like librdkafka's mock, still recovers the right log). A gap in logical offsets is corruption.
-- **Failures.** A transaction that fails and is aborted fails the appends in it; the log goes on
-  (nothing of them is visible to read_committed readers). A fatal error (fenced, or an abort that
-  fails) makes the log refuse every later append until it is reopened.
+- **Failures.** A transaction that fails without a fatal error is aborted (nothing of it is visible
+  to read_committed readers) and tried again, up to `max_transaction_attempts` times within one
+  deadline; retriable commit and abort errors are retried in place. When every attempt fails, the
+  appends in it fail and the log goes on. A fatal error (fenced, or an abort that cannot complete)
+  makes the log refuse every later append until it is reopened.
 - **Pruning** is `AdminClient.delete_records` below the Kafka offset of the append holding the
   requested logical offset (whole appends are kept, as SegmentLog keeps whole segments), or below
   everything when nothing is needed; an emptied partition numbers its records from 0 again when it
@@ -103,6 +105,7 @@ class KafkaRecordLog:
         self.partition = partition
         self.transactional_id = config["transactional.id"]
         self.max_group_appends = 1000
+        self.max_transaction_attempts = 3  # a failed (aborted) transaction is tried again up to this often
         self.delete_records_supported = True
         self._producer = producer
         self._admin = admin
@@ -282,7 +285,28 @@ class KafkaRecordLog:
             self._writer = None
 
     def _commit(self, first: int, group: list[_Append]) -> list[int]:
-        """In the writer thread: produce `group` in one transaction and commit it; the Kafka offsets."""
+        """In the writer thread: produce `group` in one transaction and commit it; the Kafka offsets.
+
+        A transaction that fails without a fatal error is aborted (nothing of it is visible) and
+        tried again, up to `max_transaction_attempts` times within one deadline: a stalled or
+        briefly unavailable cluster costs latency, not the appends. Retriable commit and abort
+        errors are retried in place, as librdkafka asks."""
+        deadline = time.monotonic() + self._timeout_s * self.max_transaction_attempts
+        failure: BaseException | None = None
+        for attempt in range(1, self.max_transaction_attempts + 1):
+            try:
+                return self._transaction(first, group, deadline)
+            except _Aborted as exc:
+                failure = exc.__cause__
+                if time.monotonic() >= deadline:
+                    break
+                log.warning("state log transaction %d of %d aborted, retrying: %s",
+                            attempt, self.max_transaction_attempts, failure)
+        raise KafkaLogError(f"append failed (transaction aborted {attempt} times): {failure}") from failure
+
+    def _transaction(self, first: int, group: list[_Append], deadline: float) -> list[int]:
+        """One attempt of `_commit`: begin, produce, wait for the deliveries, commit. Raises `_Aborted`
+        after aborting a failed transaction, KafkaLogError (log failed) on a fatal error."""
         from confluent_kafka import KafkaException
 
         producer = self._producer
@@ -312,21 +336,45 @@ class KafkaRecordLog:
                         break
                     except BufferError:
                         producer.poll(0.01)
-            if producer.flush(self._timeout_s) or errors:
-                raise KafkaLogError(f"produce failed: {errors[0].str() if errors else 'timed out'}")
-            producer.commit_transaction(self._timeout_s)
+            while producer.flush(_bounded(self._timeout_s, deadline)) and not errors:
+                if time.monotonic() >= deadline:
+                    raise KafkaLogError("produce timed out")
+            if errors:
+                raise KafkaLogError(f"produce failed: {errors[0].str()}")
+            while True:
+                try:
+                    producer.commit_transaction(_bounded(self._timeout_s, deadline))
+                    break
+                except KafkaException as exc:
+                    error = exc.args[0] if exc.args else None
+                    if error is None or error.fatal() or error.txn_requires_abort() or not error.retriable():
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise
         except Exception as exc:  # noqa: BLE001 - any failure inside the transaction
             error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
             if error is not None and error.fatal():
                 self._failure = exc
                 raise KafkaLogError(f"append failed fatally (fenced by a newer owner?): {exc}") from exc
-            try:
-                producer.abort_transaction(self._timeout_s)
-            except Exception as abort_exc:  # noqa: BLE001
-                self._failure = abort_exc
-                raise KafkaLogError(f"append failed and could not be aborted: {abort_exc}") from exc
-            raise KafkaLogError(f"append failed (transaction aborted): {exc}") from exc
+            self._abort(exc, deadline)
+            raise _Aborted() from exc
         return offsets  # type: ignore[return-value]
+
+    def _abort(self, cause: BaseException, deadline: float) -> None:
+        """Abort the open transaction, again while librdkafka says the abort may be retried; an abort
+        that cannot be completed fails the log (its transaction state is unknown)."""
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                self._producer.abort_transaction(_bounded(self._timeout_s, deadline))
+                return
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if error is not None and not error.fatal() and error.retriable() and time.monotonic() < deadline:
+                    continue
+                self._failure = exc
+                raise KafkaLogError(f"append failed and could not be aborted: {exc}") from cause
 
     def read_all(self) -> Iterator[LogEntry]:
         """Every record held as of the call, in offset order (from memory: the log read on open plus
@@ -493,6 +541,15 @@ def export_to_segment_dir(
 
 class _Unsupported(Exception):
     """The cluster has no DeleteRecords."""
+
+
+class _Aborted(Exception):
+    """A transaction of the state log failed and was aborted (its cause is `__cause__`)."""
+
+
+def _bounded(timeout_s: float, deadline: float) -> float:
+    """`timeout_s`, cut to what is left until `deadline` (never below 0.1 s, so a call can answer)."""
+    return max(0.1, min(timeout_s, deadline - time.monotonic()))
 
 
 def ensure_topic(admin, topic, partition, num_partitions, create, replication_factor, min_insync_replicas, timeout_s):

@@ -169,12 +169,36 @@ def test_write_storm_survives_leader_moves_brokers_down_and_produce_errors(clust
     run(go())
 
 
-def test_failed_transaction_fails_its_appends_and_the_log_goes_on(cluster, topic):
+def test_an_aborted_transaction_is_tried_again_and_its_append_lands_once(cluster, topic):
+    """One failed produce (not retriable: the transaction must abort) costs a retry, not the append;
+    the reopened log holds each append exactly once at dense logical offsets."""
+
     async def go():
         log = await open_log(cluster, topic)
         await log.append([delta(0)])
-        cluster.push_request_errors(ApiKey.PRODUCE, MSG_SIZE_TOO_LARGE)  # not retriable: the txn aborts
-        with pytest.raises(KafkaLogError, match="aborted"):
+        cluster.push_request_errors(ApiKey.PRODUCE, MSG_SIZE_TOO_LARGE)
+        assert await log.append([delta(1), delta(2)]) == [1, 2]
+        assert await log.append([delta(3)]) == [3]
+        log._check()
+        expected = entries_of(log)
+        assert [e[2].leader_epoch for e in expected] == [0, 1, 2, 3]
+        await log.close()
+        reopened = await open_log(cluster, topic)
+        assert entries_of(reopened) == expected
+        reopened._check()
+        await reopened.close()
+
+    run(go())
+
+
+def test_failed_transaction_fails_its_appends_and_the_log_goes_on(cluster, topic):
+    """A transaction that fails on every attempt fails its appends; the log goes on."""
+
+    async def go():
+        log = await open_log(cluster, topic)
+        await log.append([delta(0)])
+        cluster.push_request_errors(ApiKey.PRODUCE, *[MSG_SIZE_TOO_LARGE] * log.max_transaction_attempts)
+        with pytest.raises(KafkaLogError, match=f"aborted {log.max_transaction_attempts} times"):
             await log.append([delta(1)])
         assert log.end_offset == 1
         offsets = []
@@ -228,6 +252,97 @@ def test_same_shard_uses_the_same_transactional_id(cluster, topic):
         await own.close()
 
     run(go())
+
+
+class ScriptedProducer:
+    """A stand-in for the transactional producer whose commit and abort calls fail as scripted
+    (KafkaErrors with their retriable / abortable / fatal flags), for what the mock cannot be made to
+    do on demand: a commit or an abort that times out and must be called again."""
+
+    def __init__(self, *, commits=(), aborts=()):
+        self.commits, self.aborts, self.calls = list(commits), list(aborts), []
+        self._delivery = []
+
+    def _step(self, name, script):
+        self.calls.append(name)
+        if script:
+            error = script.pop(0)
+            if error is not None:
+                from confluent_kafka import KafkaException
+
+                raise KafkaException(error)
+
+    def begin_transaction(self):
+        self.calls.append("begin")
+        self._delivery = []
+
+    def produce(self, topic, value, key, partition, on_delivery):
+        self._delivery.append(on_delivery)
+
+    def flush(self, timeout):
+        for i, on_delivery in enumerate(self._delivery):
+            on_delivery(None, types.SimpleNamespace(offset=lambda i=i: 100 + i))
+        self._delivery = []
+        return 0
+
+    def commit_transaction(self, timeout):
+        self._step("commit", self.commits)
+
+    def abort_transaction(self, timeout):
+        self._step("abort", self.aborts)
+
+
+def kafka_error(*, retriable=False, abortable=False, fatal=False):
+    from confluent_kafka import KafkaError
+
+    return KafkaError(KafkaError._TIMED_OUT, "scripted", fatal=fatal, retriable=retriable, txn_requires_abort=abortable)
+
+
+def scripted_log(producer) -> KafkaRecordLog:
+    config = {"transactional.id": "x"}
+    return KafkaRecordLog(topic="t", partition=0, producer=producer, admin=None, config=config, timeout_s=1)
+
+
+def one_append():
+    from persister.kafka_log import _Append
+
+    return [_Append(1, encode_record(*delta(0)), None)]
+
+
+def test_a_retriable_commit_is_called_again_in_the_same_transaction():
+    producer = ScriptedProducer(commits=[kafka_error(retriable=True), kafka_error(retriable=True)])
+    assert scripted_log(producer)._commit(0, one_append()) == [100]
+    assert producer.calls == ["begin", "commit", "commit", "commit"]
+
+
+def test_an_abortable_commit_is_aborted_and_the_transaction_tried_again():
+    producer = ScriptedProducer(commits=[kafka_error(abortable=True)])
+    assert scripted_log(producer)._commit(0, one_append()) == [100]
+    assert producer.calls == ["begin", "commit", "abort", "begin", "commit"]
+
+
+def test_a_retriable_abort_is_called_again_and_the_log_goes_on():
+    producer = ScriptedProducer(commits=[kafka_error(abortable=True)], aborts=[kafka_error(retriable=True)])
+    log = scripted_log(producer)
+    assert log._commit(0, one_append()) == [100]
+    assert producer.calls == ["begin", "commit", "abort", "abort", "begin", "commit"]
+    assert log._failure is None
+
+
+def test_an_abort_that_cannot_complete_fails_the_log():
+    producer = ScriptedProducer(commits=[kafka_error(abortable=True)], aborts=[kafka_error()])
+    log = scripted_log(producer)
+    with pytest.raises(KafkaLogError, match="could not be aborted"):
+        log._commit(0, one_append())
+    assert producer.calls == ["begin", "commit", "abort"] and log._failure is not None
+
+
+def test_a_fatal_commit_fails_the_log_without_a_retry():
+    producer = ScriptedProducer(commits=[kafka_error(fatal=True)])
+    log = scripted_log(producer)
+    with pytest.raises(KafkaLogError, match="fatally"):
+        log._commit(0, one_append())
+    assert producer.calls == ["begin", "commit"] and log._failure is not None
 
 
 # -- recovery rules ------------------------------------------------------------------------------------
