@@ -17,6 +17,10 @@ produced only after every consumer that gets partitions has received a marker re
 by offset and not counted). `serve` runs as a subprocess on 127.0.0.1 (port 0, a fresh data directory);
 the mock runs inside this process (librdkafka's C threads), which otherwise only waits. Every wait is
 bounded.
+
+Beside the rates, each run reports the CPU time per record spent by the consumer processes (from their
+first record to their commit), the producer process and the broker (serve's process, or this process for
+the mock) over the measured phase: on a machine with few cores these show what bounds the rate.
 """
 
 from __future__ import annotations
@@ -112,6 +116,11 @@ class ServePeer:
         self.listeners = {line.split()[3]: "127.0.0.1:" + line.rsplit(":", 1)[1].strip()
                           for line in lines if " listener " in line}
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the serve process used so far (Linux /proc)."""
+        fields = pathlib.Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stderr_tail(self) -> str:
         self._stderr.flush()
         return (pathlib.Path(self._dir.name) / "stderr.txt").read_text()[-2000:]
@@ -155,6 +164,10 @@ class MockPeer:
         announced = next(text for text in lines if "replaced with" in text)
         self.bootstrap = announced.rsplit("replaced with", 1)[1].strip()
 
+    def cpu_s(self) -> float:
+        """CPU seconds of this process: the mock's broker threads (this process otherwise waits)."""
+        return time.process_time()
+
     def close(self) -> None:
         self._owner.flush(5)
         self._owner = None
@@ -171,10 +184,17 @@ class RunResult:
     workload: str
     records: int
     seconds: float
+    consumer_cpu_s: float = 0.0  # CPU of the consumer processes, each from its first record to its commit
+    producer_cpu_s: float = 0.0  # CPU of the producer process of the measured records
+    peer_cpu_s: float = 0.0  # CPU of the peer (serve's process, or the mock's threads in this one) meanwhile
 
     @property
     def records_per_s(self) -> float:
         return self.records / self.seconds
+
+    def cpu_us_per_record(self) -> tuple[float, float, float]:
+        """CPU microseconds per record of the consumers, the producer and the peer."""
+        return tuple(s * 1e6 / self.records for s in (self.consumer_cpu_s, self.producer_cpu_s, self.peer_cpu_s))
 
 
 @dataclass
@@ -185,7 +205,8 @@ class _Shared:
     below it), valid once `ready` is 1; `markers[i]` is the bitmask of partitions consumer i received a
     marker from; `counts[i]` its distinct measured records; `first[i]` / `committed[i]` the
     `time.perf_counter()` (CLOCK_MONOTONIC, one clock for every process) of its first measured record
-    and of the return of its final `commit_sync`."""
+    and of the return of its final `commit_sync`; `cpu[i]` its CPU time (`time.process_time()`) over that
+    span and `cpu[consumers]` the producer process's CPU time."""
 
     measured_from: Any
     ready: Any
@@ -194,13 +215,14 @@ class _Shared:
     first: Any
     committed: Any
     stop: Any
+    cpu: Any
 
     @classmethod
     def make(cls, partitions: int, consumers: int) -> "_Shared":
         return cls(_SPAWN.Array("q", partitions, lock=False), _SPAWN.Value("i", 0, lock=False),
                    _SPAWN.Array("q", consumers, lock=False), _SPAWN.Array("q", consumers, lock=False),
                    _SPAWN.Array("d", consumers, lock=False), _SPAWN.Array("d", consumers, lock=False),
-                   _SPAWN.Value("i", 0, lock=False))
+                   _SPAWN.Value("i", 0, lock=False), _SPAWN.Array("d", consumers + 1, lock=False))
 
 
 def _consume(bootstrap: str, group: str, topic: str, mode: str, index: int, target: int, shared: _Shared) -> None:
@@ -215,6 +237,7 @@ def _consume(bootstrap: str, group: str, topic: str, mode: str, index: int, targ
     seen: set[tuple[int, int]] = set()
     measured: list[int] | None = None
     counts = shared.counts
+    cpu_from = time.process_time()
     deadline = time.monotonic() + ASSIGN_TIMEOUT_S + RUN_TIMEOUT_S
     try:
         while not shared.stop.value and time.monotonic() < deadline:
@@ -234,6 +257,7 @@ def _consume(bootstrap: str, group: str, topic: str, mode: str, index: int, targ
                     continue
                 if not shared.first[index]:
                     shared.first[index] = now
+                    cpu_from = time.process_time()
                 if key not in seen:
                     fresh += 1
                     seen.add(key)
@@ -243,15 +267,17 @@ def _consume(bootstrap: str, group: str, topic: str, mode: str, index: int, targ
                 break
         consumer.commit_sync(RUN_TIMEOUT_S)
         shared.committed[index] = time.perf_counter()
+        shared.cpu[index] = time.process_time() - cpu_from
     finally:
         consumer.close()
 
 
-def _produce_records(bootstrap: str, topic: str, partitions: int, records: int, counts: Any) -> None:
+def _produce_records(bootstrap: str, topic: str, partitions: int, records: int, counts: Any, cpu: Any) -> None:
     """The measured records, round-robin over the partitions, at most PRODUCE_AHEAD ahead of what the
     consumers received (`counts`); exits 1 when they are not all delivered in time."""
     import confluent_kafka
 
+    cpu_from = time.process_time()
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
                                          "enable.idempotence": True})
     value = b"x" * RECORD_BYTES
@@ -262,7 +288,9 @@ def _produce_records(bootstrap: str, topic: str, partitions: int, records: int, 
             producer.poll(0)
             while i + 1 - sum(counts) > PRODUCE_AHEAD and time.monotonic() < deadline:
                 producer.poll(0.001)
-    sys.exit(0 if producer.flush(max(1.0, deadline - time.monotonic())) == 0 else 1)
+    delivered = producer.flush(max(1.0, deadline - time.monotonic())) == 0
+    cpu[len(cpu) - 1] = time.process_time() - cpu_from
+    sys.exit(0 if delivered else 1)
 
 
 class _Run:
@@ -332,11 +360,13 @@ class _Run:
             shared.measured_from[:] = self._marker_end
             shared.ready.value = 1
             feeder = _SPAWN.Process(target=_produce_records, daemon=True, args=(
-                self.peer.bootstrap, self.topic, self.partitions, self.records, shared.counts))
+                self.peer.bootstrap, self.topic, self.partitions, self.records, shared.counts, shared.cpu))
+            peer_cpu_from = self.peer.cpu_s()
             feeder.start()
             deadline = time.monotonic() + RUN_TIMEOUT_S
             for member in members:
                 member.join(max(0.0, deadline - time.monotonic()))
+            peer_cpu_s = self.peer.cpu_s() - peer_cpu_from
             feeder.join(max(1.0, deadline - time.monotonic()))
             self._check(members, deadline, f"{sum(shared.counts)} of {self.records} records")
             if any(m.is_alive() for m in members):
@@ -346,7 +376,8 @@ class _Run:
             assert sum(shared.counts) == self.records, (list(shared.counts), self.records)
             first = min(t for t in shared.first if t)
             last = max(shared.committed)
-            return RunResult(self.peer.name, self.workload, self.records, last - first)
+            return RunResult(self.peer.name, self.workload, self.records, last - first,
+                             sum(shared.cpu[:-1]), shared.cpu[len(shared.cpu) - 1], peer_cpu_s)
         finally:
             shared.stop.value = 1
             for process in [*members, *([feeder] if feeder is not None else [])]:
@@ -380,17 +411,27 @@ def compare(peers: dict[str, Any], workload: str, records: int, rounds: int) -> 
     return results
 
 
-def best_rate(results: list[RunResult]) -> float:
-    return max(r.records_per_s for r in results)
+def _cpu(result: RunResult) -> str:
+    return " ".join(f"{us:.1f}" for us in result.cpu_us_per_record())
 
 
-def table(rows: list[tuple[str, float, float]], records: int, rounds: int) -> str:
+def best(results: list[RunResult]) -> RunResult:
+    """The fastest of the runs (the one the table reports, with its CPU figures)."""
+    return max(results, key=lambda r: r.records_per_s)
+
+
+def table(rows: list[tuple[str, RunResult, RunResult]], records: int, rounds: int) -> str:
+    """Records/s of both peers and their ratio, and the CPU spent per record in the same runs by the
+    consumer processes (first record to commit), the producer process and the peer (the broker)."""
     load = os.getloadavg()
     out = [f"e2e: {records} records of {RECORD_BYTES} B, best of {rounds} alternated runs, "
            f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
-           f"{'workload':<18} {'serve rec/s':>12} {'mock rec/s':>12} {'serve/mock':>11}"]
+           f"{'':<18} {'':>12} {'':>12} {'':>11}   CPU us/record: consumers, producer, broker",
+           f"{'workload':<18} {'serve rec/s':>12} {'mock rec/s':>12} {'serve/mock':>11}   {'serve':<16}   {'mock':<16}"]
     for workload, serve, mock in rows:
-        out.append(f"{workload:<18} {serve:>12,.0f} {mock:>12,.0f} {serve / mock:>10.1f}x")
+        out.append(f"{workload:<18} {serve.records_per_s:>12,.0f} {mock.records_per_s:>12,.0f} "
+                   f"{serve.records_per_s / mock.records_per_s:>10.1f}x   "
+                   f"{_cpu(serve):<16}   {_cpu(mock):<16}")
     return "\n".join(out)
 
 
@@ -437,11 +478,12 @@ if pytest is not None:
         records = record_count(disabled)
         rounds = 1 if disabled else 2
         results = compare(peers, workload, records, rounds)
-        serve, mock = best_rate(results["serve"]), best_rate(results["mock"])
+        serve, mock = best(results["serve"]), best(results["mock"])
         with capsys.disabled():
             print("\n" + table([(workload, serve, mock)], records, rounds))
         assert all(r.records == records for rs in results.values() for r in rs)
-        assert serve > 0 and mock > 0
+        assert serve.records_per_s > 0 and mock.records_per_s > 0
+        assert all(cpu_s > 0 for r in (serve, mock) for cpu_s in (r.consumer_cpu_s, r.producer_cpu_s, r.peer_cpu_s))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -463,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         peers["mock"] = MockPeer()
         for workload in args.workload or list(WORKLOADS):
             results = compare(peers, workload, args.records, args.rounds)
-            rows.append((workload, best_rate(results["serve"]), best_rate(results["mock"])))
+            rows.append((workload, best(results["serve"]), best(results["mock"])))
             print(f"  {workload}: " + ", ".join(f"{r.peer} {r.records_per_s:,.0f}/s" for rs in results.values()
                                                  for r in rs), flush=True)
     finally:
