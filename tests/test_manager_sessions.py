@@ -175,6 +175,7 @@ def test_share_acknowledge_epoch_rules():
     async def main():
         h = Harness()
         h.partition(T1, 0, batches=[4])
+        h.partition(T2, 0, batches=[1])
         async with h.mgr as mgr:
             r = await mgr.share_acknowledge(ack_request("m1", 0, []))
             assert r.error_code is Errors.INVALID_SHARE_SESSION_EPOCH  # epoch 0 first, even without a session
