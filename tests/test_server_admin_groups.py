@@ -78,8 +78,9 @@ def test_describe_offsets_of_all_topics_and_of_named_partitions(broker, client):
                                              {"topic_name": "nope", "partitions": [0, 1]}])
     assert [(t.topic_name, t.topic_id) for t in named.topics] == [("t", topic_id), ("nope", None)]
     assert [(p.partition_index, p.start_offset, p.lag) for p in named.topics[0].partitions] == [(0, 0, 5)]
-    assert [(p.partition_index, p.error_code) for p in named.topics[1].partitions] == [
-        (0, UNKNOWN_TOPIC_OR_PARTITION), (1, UNKNOWN_TOPIC_OR_PARTITION)]
+    # Kafka: a topic that does not exist is absence of data, not an error (start offset -1, as OffsetFetch)
+    assert [(p.partition_index, p.start_offset, p.leader_epoch, p.lag, p.error_code)
+            for p in named.topics[1].partitions] == [(0, -1, 0, -1, NONE), (1, -1, 0, -1, NONE)]
 
 
 def test_describe_offsets_of_a_missing_group_is_group_id_not_found(client):

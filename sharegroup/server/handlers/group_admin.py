@@ -11,9 +11,9 @@ the persister; this module only maps topic names to ids and the coordinator's an
 - DeleteGroups answers per group: GROUP_ID_NOT_FOUND, GROUP_NOT_EMPTY or NONE (the share-partition
   state is deleted through the persister before the group's records).
 - DescribeShareGroupOffsets: start offset and lag per partition; `topics` null means every topic the
-  group holds state for. A requested partition the group holds no state for answers start offset -1
-  (as Kafka); an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION per partition. A missing group is
-  GROUP_ID_NOT_FOUND at group level.
+  group holds state for. A requested partition the group holds no state for, or of a topic that does
+  not exist, answers start offset -1 and lag -1 without an error (as Kafka: absence of data, like
+  OffsetFetch). A missing group is GROUP_ID_NOT_FOUND at group level.
 - Alter/DeleteShareGroupOffsets carry group-level errors (GROUP_NOT_EMPTY, GROUP_ID_NOT_FOUND) in the
   top-level error code, per-topic or per-partition ones (UNKNOWN_TOPIC_OR_PARTITION) in the responses.
 
@@ -137,9 +137,9 @@ async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str
                     _offset_partition(p, -1, -1, TOPIC_DENIED, TOPIC_DENIED_MESSAGE) for p in wanted.partitions]})
                 continue
             info = _topic(ctx, wanted.topic_name)
-            if info is None:
+            if info is None:  # as Kafka: absence of data (start offset -1), not an error
                 topics.append({"topic_name": wanted.topic_name, "topic_id": ZERO_UUID, "partitions": [
-                    _offset_partition(p, -1, -1, int(Errors.UNKNOWN_TOPIC_OR_PARTITION)) for p in wanted.partitions]})
+                    _offset_partition(p, -1, -1, 0) for p in wanted.partitions]})
                 continue
             held = offsets.get(info.topic_id, {})
             parts = []
