@@ -281,3 +281,15 @@ def test_a_full_session_cache_refuses_new_sessions_until_the_final_epoch_frees_o
         a.close()
         b.close()
         broker.stop()
+
+
+def test_a_heartbeat_member_id_must_be_set_by_the_client(broker, client):
+    """ShareGroupHeartbeat v1: the client generates its member id; an empty one (even on a join) or one
+    longer than 36 characters is INVALID_REQUEST, and no member joins."""
+    broker.call(broker.store.create_topic("hb", 1))
+    for member in ("", "x" * 37, "   "):
+        refused = heartbeat(client, member, 0, ["hb"])
+        assert (refused.error_code, refused.member_id, refused.member_epoch) == (INVALID_REQUEST, None, 0), member
+    body = build(request_class(DESCRIBE, 1), {"group_ids": ["g"], "include_authorized_operations": False})
+    (group,) = client.request(DESCRIBE, 1, body).groups
+    assert group.error_code == GROUP_ID_NOT_FOUND  # nothing joined: the group was never created
