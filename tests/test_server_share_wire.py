@@ -194,7 +194,8 @@ def test_heartbeat_member_epochs(broker, client):
     assert heartbeat(client, MEMBER_A, 0, ["hb"], group="").error_code == INVALID_REQUEST
     assert heartbeat(client, MEMBER_A, 1, None, group="nope").error_code == GROUP_ID_NOT_FOUND
     left = heartbeat(client, MEMBER_A, -1)
-    assert (left.error_code, left.member_epoch) == (NONE, -1)
+    assert (left.error_code, left.member_id, left.member_epoch, left.heartbeat_interval.total_seconds(),
+            left.assignment) == (NONE, MEMBER_A, -1, 0, None)
     assert heartbeat(client, MEMBER_A, epoch).error_code == UNKNOWN_MEMBER_ID
 
 
