@@ -211,6 +211,9 @@ def test_share_group_describe(broker, client):
     assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [
         (info.topic_id, "d", (0,))]
     assert (missing.group_id, missing.error_code) == ("missing", GROUP_ID_NOT_FOUND)
+    # an error entry leaves the other fields at the schema's defaults, as Kafka's does
+    assert (missing.group_state, missing.group_epoch, missing.assignment_epoch, missing.assignor_name,
+            missing.members, missing.authorized_operations) == ("", 0, 0, "", (), -(2**31))
 
 
 def test_an_expired_member_has_its_records_released_and_its_session_closed(tmp_path):

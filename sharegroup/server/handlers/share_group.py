@@ -130,7 +130,7 @@ def _topic_partitions(ctx: RequestContext, topic_id: Any, partitions: list[int])
 
 def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
             "authorized_operations": NO_OPERATIONS}
 
 
