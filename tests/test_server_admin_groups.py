@@ -74,10 +74,13 @@ def test_describe_offsets_of_all_topics_and_of_named_partitions(broker, client):
     assert [(t.topic_name, t.topic_id) for t in group.topics] == [("t", topic_id)]
     assert [(p.partition_index, p.start_offset, p.lag, p.error_code) for p in group.topics[0].partitions] == [
         (0, 0, 5, NONE), (1, 0, 0, NONE)]
-    named = describe_offsets(client, topics=[{"topic_name": "t", "partitions": [0]},
+    named = describe_offsets(client, topics=[{"topic_name": "t", "partitions": [0, 7]},
                                              {"topic_name": "nope", "partitions": [0, 1]}])
     assert [(t.topic_name, t.topic_id) for t in named.topics] == [("t", topic_id), ("nope", None)]
-    assert [(p.partition_index, p.start_offset, p.lag) for p in named.topics[0].partitions] == [(0, 0, 5)]
+    # a partition the topic does not have: the state summary's UNKNOWN_TOPIC_OR_PARTITION, with Kafka's
+    # defaults for a failed partition (start offset -1, leader epoch 0, lag -1)
+    assert [(p.partition_index, p.start_offset, p.leader_epoch, p.lag, p.error_code)
+            for p in named.topics[0].partitions] == [(0, 0, 0, 5, NONE), (7, -1, 0, -1, UNKNOWN_TOPIC_OR_PARTITION)]
     # Kafka: a topic that does not exist is absence of data, not an error (start offset -1, as OffsetFetch)
     assert [(p.partition_index, p.start_offset, p.leader_epoch, p.lag, p.error_code)
             for p in named.topics[1].partitions] == [(0, -1, 0, -1, NONE), (1, -1, 0, -1, NONE)]

@@ -13,7 +13,9 @@ the persister; this module only maps topic names to ids and the coordinator's an
 - DescribeShareGroupOffsets: start offset and lag per partition; `topics` null means every topic the
   group holds state for. A requested partition the group holds no state for, or of a topic that does
   not exist, answers start offset -1 and lag -1 without an error (as Kafka: absence of data, like
-  OffsetFetch). A missing group is GROUP_ID_NOT_FOUND at group level.
+  OffsetFetch); a partition index the topic does not have answers UNKNOWN_TOPIC_OR_PARTITION (negative:
+  INVALID_REQUEST). A failed partition has start offset -1, leader epoch 0 and lag -1. A missing group
+  is GROUP_ID_NOT_FOUND at group level.
 - Alter/DeleteShareGroupOffsets carry group-level errors (GROUP_NOT_EMPTY, GROUP_ID_NOT_FOUND) in the
   top-level error code, per-topic or per-partition ones (UNKNOWN_TOPIC_OR_PARTITION) in the responses.
 
@@ -109,7 +111,10 @@ def delete_groups_error(ctx: RequestContext, request: Any, code: int) -> Any:
 
 def _offset_partition(partition: int, start_offset: int, lag: int, code: int,
                       message: str | None = None) -> dict[str, Any]:
-    return {"partition_index": partition, "start_offset": start_offset, "leader_epoch": 0 if code == 0 else -1,
+    """One partition of a described group; a failed one has Kafka's defaults: start offset -1, leader
+    epoch 0, lag -1 (an unauthorized topic's keep leader epoch -1)."""
+    leader_epoch = -1 if code == TOPIC_DENIED else 0
+    return {"partition_index": partition, "start_offset": start_offset, "leader_epoch": leader_epoch,
             "lag": lag, "error_code": code, "error_message": message}
 
 
@@ -145,8 +150,12 @@ async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str
             parts = []
             for p in wanted.partitions:
                 o = held.get(p)
-                parts.append(_offset_partition(p, -1, -1, 0) if o is None
-                             else _offset_partition(p, o.start_offset, o.lag, int(o.error)))
+                if not 0 <= p < info.num_partitions:  # what the state summary answers for it
+                    parts.append(_offset_partition(p, -1, -1, int(Errors.INVALID_REQUEST if p < 0
+                                                                  else Errors.UNKNOWN_TOPIC_OR_PARTITION)))
+                else:
+                    parts.append(_offset_partition(p, -1, -1, 0) if o is None
+                                 else _offset_partition(p, o.start_offset, o.lag, int(o.error)))
             topics.append({"topic_name": info.name, "topic_id": info.topic_id, "partitions": parts})
         topics += denied  # after the authorized ones, as Kafka appends them
     return {"group_id": group_id, "topics": topics, "error_code": ErrorCode.none, "error_message": None}
