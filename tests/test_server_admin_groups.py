@@ -124,6 +124,9 @@ def test_delete_offsets_removes_the_topics_state(broker, client):
     assert [(r.topic_name, r.topic_id, r.error_code) for r in deleted.responses] == [
         ("t", topic_id, NONE), ("nope", None, UNKNOWN_TOPIC_OR_PARTITION)]
     assert describe_offsets(client).topics == ()
+    again = request(client, DELETE_OFFSETS, 0, {"group_id": "g", "topics": [{"topic_name": "t"}]})
+    assert [(r.topic_name, r.error_code, r.error_message) for r in again.responses] == [
+        ("t", UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete.")]  # Kafka's words
 
 
 def test_delete_offsets_group_errors(broker, client):

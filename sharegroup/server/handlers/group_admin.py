@@ -50,6 +50,7 @@ NOT_AVAILABLE = int(Errors.COORDINATOR_NOT_AVAILABLE)
 GROUP_DENIED, TOPIC_DENIED = int(Errors.GROUP_AUTHORIZATION_FAILED), int(Errors.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED_MESSAGE, TOPIC_DENIED_MESSAGE = "Group authorization failed.", "Topic authorization failed."
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+NO_OFFSETS_MESSAGE = "There is no offset information to delete."  # Kafka's, for a topic the group holds no state for
 
 
 def _share(ctx: RequestContext) -> Any:
@@ -250,8 +251,10 @@ async def delete_offsets(ctx: RequestContext, request: Any) -> Any:
             responses.append({"topic_name": name, "topic_id": ZERO_UUID,
                               "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION), "error_message": None})
         else:
-            responses.append({"topic_name": name, "topic_id": info.topic_id,
-                              "error_code": int(results.get(info.topic_id, Errors.NONE)), "error_message": None})
+            code = results.get(info.topic_id, Errors.NONE)
+            responses.append({"topic_name": name, "topic_id": info.topic_id, "error_code": int(code),
+                              "error_message": NO_OFFSETS_MESSAGE if code is Errors.UNKNOWN_TOPIC_OR_PARTITION
+                              else None})
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
                          "responses": responses + refused})
 
