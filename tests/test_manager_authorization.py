@@ -3,6 +3,8 @@ ShareAcknowledge (READ on the topic, decided by the embedder once per topic afte
 
 from __future__ import annotations
 
+import uuid
+
 from sharegroup import Errors, RecordState
 
 from .conftest import run
@@ -58,5 +60,30 @@ def test_session_errors_come_before_the_topic_check():
         async with h.mgr as mgr:
             r = await mgr.share_fetch(fetch_request("m1", 5, [(T1, 0)]), lambda t: asked.append(t) or False)
             assert (r.error_code, asked) == (Errors.SHARE_SESSION_NOT_FOUND, [])
+
+    run(main())
+
+
+def test_ack_checks_run_in_kafkas_order_unknown_topic_id_then_batches_then_the_topic_check():
+    """Kafka: an unknown topic id is UNKNOWN_TOPIC_ID whatever its batches; malformed batches of a known
+    topic are INVALID_REQUEST before READ on the topic is asked; only then TOPIC_AUTHORIZATION_FAILED."""
+    async def main():
+        h = Harness()
+        h.partition(T1, 0, batches=[3])
+        unknown = uuid.UUID("00000000-0000-0000-0000-0000000000ff")
+        backwards = [(2, 1, ACCEPT)]  # first > last: malformed
+        async with h.mgr as mgr:
+            await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
+            a = await mgr.share_acknowledge(ack_request("m1", 1, [(unknown, 0, backwards), (unknown, 1, []),
+                                                                  (T1, 0, backwards), (T1, 7, [])]), lambda t: False)
+            got = {(t.topic_id, p.partition_index): p.error_code for t in a.responses for p in t.partitions}
+            assert got == {(unknown, 0): Errors.UNKNOWN_TOPIC_ID, (unknown, 1): Errors.UNKNOWN_TOPIC_ID,
+                           (T1, 0): Errors.INVALID_REQUEST, (T1, 7): DENIED}
+            r = await mgr.share_fetch(fetch_request("m1", 2, [(T1, 0, backwards)]), lambda t: False)
+            data = r.partition(T1, 0)
+            assert (data.error_code, data.acknowledge_error_code) == (DENIED, Errors.INVALID_REQUEST)
+            a = await mgr.share_acknowledge(ack_request("m1", 3, [(T1, 0, [(0, 2, ACCEPT)])]), lambda t: False)
+            assert [p.error_code for t in a.responses for p in t.partitions] == [DENIED]  # well-formed: refused
+            assert mgr.share_partition(GROUP, T1, 0).record_state(0).state is RecordState.ACQUIRED
 
     run(main())

@@ -79,10 +79,12 @@ def test_wrong_epoch_and_unknown_session_are_top_level_errors():
             assert (r.error_code, r.responses, r.acquisition_lock_timeout_ms) == (Errors.SHARE_SESSION_NOT_FOUND, [], 0)
             r = await mgr.share_fetch(fetch_request("m1", -1))
             assert r.error_code is Errors.SHARE_SESSION_NOT_FOUND
+            r = await mgr.share_fetch(fetch_request("m1", -2))
+            assert r.error_code is Errors.SHARE_SESSION_NOT_FOUND
             await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
-            for epoch in (0 + 2, 5, -2):
+            for epoch in (0 + 2, 5, -2, -(2**31)):  # below -1 is an epoch like any other, as in Kafka
                 r = await mgr.share_fetch(fetch_request("m1", epoch))
-                assert r.error_code is (Errors.INVALID_SHARE_SESSION_EPOCH if epoch >= 0 else Errors.INVALID_REQUEST)
+                assert r.error_code is Errors.INVALID_SHARE_SESSION_EPOCH, epoch
             assert mgr.sessions.get(GROUP, "m1").epoch == 1  # refused requests change nothing
             assert h.mgr.share_partition(GROUP, T1, 0).record_state(0).state is RecordState.ACQUIRED
 
@@ -173,14 +175,18 @@ def test_share_acknowledge_epoch_rules():
     async def main():
         h = Harness()
         h.partition(T1, 0, batches=[4])
+        h.partition(T2, 0, batches=[1])
         async with h.mgr as mgr:
             r = await mgr.share_acknowledge(ack_request("m1", 0, []))
             assert r.error_code is Errors.INVALID_SHARE_SESSION_EPOCH  # epoch 0 first, even without a session
             r = await mgr.share_acknowledge(ack_request("m1", 1, []))
             assert r.error_code is Errors.SHARE_SESSION_NOT_FOUND
+            r = await mgr.share_acknowledge(ack_request("m1", -2, []))
+            assert r.error_code is Errors.SHARE_SESSION_NOT_FOUND  # below -1: an epoch like any other
             await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]))
-            r = await mgr.share_acknowledge(ack_request("m1", 2, [(T1, 0, [(0, 0, ACCEPT)])]))
-            assert r.error_code is Errors.INVALID_SHARE_SESSION_EPOCH
+            for epoch in (2, -2):
+                r = await mgr.share_acknowledge(ack_request("m1", epoch, [(T1, 0, [(0, 0, ACCEPT)])]))
+                assert r.error_code is Errors.INVALID_SHARE_SESSION_EPOCH, epoch
             assert mgr.share_partition(GROUP, T1, 0).start_offset == 0  # refused: nothing applied
             r = await mgr.share_acknowledge(ack_request("m1", 1, [(T1, 0, [(0, 0, ACCEPT)]), (T2, 0, [])]))
             assert r.error_code is Errors.NONE and r.partition(T1, 0).error_code is Errors.NONE

@@ -74,12 +74,16 @@ def test_describe_offsets_of_all_topics_and_of_named_partitions(broker, client):
     assert [(t.topic_name, t.topic_id) for t in group.topics] == [("t", topic_id)]
     assert [(p.partition_index, p.start_offset, p.lag, p.error_code) for p in group.topics[0].partitions] == [
         (0, 0, 5, NONE), (1, 0, 0, NONE)]
-    named = describe_offsets(client, topics=[{"topic_name": "t", "partitions": [0]},
+    named = describe_offsets(client, topics=[{"topic_name": "t", "partitions": [0, 7]},
                                              {"topic_name": "nope", "partitions": [0, 1]}])
     assert [(t.topic_name, t.topic_id) for t in named.topics] == [("t", topic_id), ("nope", None)]
-    assert [(p.partition_index, p.start_offset, p.lag) for p in named.topics[0].partitions] == [(0, 0, 5)]
-    assert [(p.partition_index, p.error_code) for p in named.topics[1].partitions] == [
-        (0, UNKNOWN_TOPIC_OR_PARTITION), (1, UNKNOWN_TOPIC_OR_PARTITION)]
+    # a partition the topic does not have: the state summary's UNKNOWN_TOPIC_OR_PARTITION, with Kafka's
+    # defaults for a failed partition (start offset -1, leader epoch 0, lag -1)
+    assert [(p.partition_index, p.start_offset, p.leader_epoch, p.lag, p.error_code)
+            for p in named.topics[0].partitions] == [(0, 0, 0, 5, NONE), (7, -1, 0, -1, UNKNOWN_TOPIC_OR_PARTITION)]
+    # Kafka: a topic that does not exist is absence of data, not an error (start offset -1, as OffsetFetch)
+    assert [(p.partition_index, p.start_offset, p.leader_epoch, p.lag, p.error_code)
+            for p in named.topics[1].partitions] == [(0, -1, 0, -1, NONE), (1, -1, 0, -1, NONE)]
 
 
 def test_describe_offsets_of_a_missing_group_is_group_id_not_found(client):
@@ -120,6 +124,9 @@ def test_delete_offsets_removes_the_topics_state(broker, client):
     assert [(r.topic_name, r.topic_id, r.error_code) for r in deleted.responses] == [
         ("t", topic_id, NONE), ("nope", None, UNKNOWN_TOPIC_OR_PARTITION)]
     assert describe_offsets(client).topics == ()
+    again = request(client, DELETE_OFFSETS, 0, {"group_id": "g", "topics": [{"topic_name": "t"}]})
+    assert [(r.topic_name, r.error_code, r.error_message) for r in again.responses] == [
+        ("t", UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete.")]  # Kafka's words
 
 
 def test_delete_offsets_group_errors(broker, client):

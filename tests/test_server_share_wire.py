@@ -194,7 +194,8 @@ def test_heartbeat_member_epochs(broker, client):
     assert heartbeat(client, MEMBER_A, 0, ["hb"], group="").error_code == INVALID_REQUEST
     assert heartbeat(client, MEMBER_A, 1, None, group="nope").error_code == GROUP_ID_NOT_FOUND
     left = heartbeat(client, MEMBER_A, -1)
-    assert (left.error_code, left.member_epoch) == (NONE, -1)
+    assert (left.error_code, left.member_id, left.member_epoch, left.heartbeat_interval.total_seconds(),
+            left.assignment) == (NONE, MEMBER_A, -1, 0, None)
     assert heartbeat(client, MEMBER_A, epoch).error_code == UNKNOWN_MEMBER_ID
 
 
@@ -210,6 +211,9 @@ def test_share_group_describe(broker, client):
     assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [
         (info.topic_id, "d", (0,))]
     assert (missing.group_id, missing.error_code) == ("missing", GROUP_ID_NOT_FOUND)
+    # an error entry leaves the other fields at the schema's defaults, as Kafka's does
+    assert (missing.group_state, missing.group_epoch, missing.assignment_epoch, missing.assignor_name,
+            missing.members, missing.authorized_operations) == ("", 0, 0, "", (), -(2**31))
 
 
 def test_an_expired_member_has_its_records_released_and_its_session_closed(tmp_path):
@@ -281,3 +285,15 @@ def test_a_full_session_cache_refuses_new_sessions_until_the_final_epoch_frees_o
         a.close()
         b.close()
         broker.stop()
+
+
+def test_a_heartbeat_member_id_must_be_set_by_the_client(broker, client):
+    """ShareGroupHeartbeat v1: the client generates its member id; an empty one (even on a join) or one
+    longer than 36 characters is INVALID_REQUEST, and no member joins."""
+    broker.call(broker.store.create_topic("hb", 1))
+    for member in ("", "x" * 37, "   "):
+        refused = heartbeat(client, member, 0, ["hb"])
+        assert (refused.error_code, refused.member_id, refused.member_epoch) == (INVALID_REQUEST, None, 0), member
+    body = build(request_class(DESCRIBE, 1), {"group_ids": ["g"], "include_authorized_operations": False})
+    (group,) = client.request(DESCRIBE, 1, body).groups
+    assert group.error_code == GROUP_ID_NOT_FOUND  # nothing joined: the group was never created

@@ -81,7 +81,7 @@ class Membership:
             raise ShareError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         await self.store.commit(self.removal_records(group, [member_id]))
         log.info("member %s left share group %s", member_id, group_id)
-        return HeartbeatResult(member_id, -1, self.timing(group_id)[1], None)
+        return HeartbeatResult(member_id, -1, 0, None)  # as Kafka: a member that left gets no interval
 
     async def expire_group(self, group_id: str, now_ms: int) -> list[str]:
         """Remove the members of one group whose session timed out at `now_ms`; returns their ids."""

@@ -516,7 +516,7 @@ class SharePartitionManager:
         results = await self._acknowledge(request.group_id, request.member_id, parsed, request.is_renew_ack, denied)
         for tp, batches in parsed.acks.items():  # a partition sent without batches is answered too:
             if not batches:  # a client treats a partition missing from the answer as failed
-                results[tp] = NOT_AUTHORIZED if tp[0] in denied else (Errors.NONE, None)
+                results[tp] = self._ack_refusal(tp, batches, request.is_renew_ack, denied) or (Errors.NONE, None)
         if request.share_session_epoch == FINAL_EPOCH:
             await self._close_session(request.group_id, request.member_id)
         topics: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
@@ -536,10 +536,19 @@ class SharePartitionManager:
     ) -> dict[TopicPartition, AckResult]:
         """Apply each partition's acknowledgements (partitions in parallel, so their writes can share a
         group commit); the result per partition is its acknowledge error code. Partitions of a
-        ShareFetch without acknowledgements get no result; those of `denied` topics are not applied
-        (TOPIC_AUTHORIZATION_FAILED, before any existence check)."""
-        work = {tp: batches for tp, batches in parsed.acks.items() if batches and tp[0] not in denied}
-        refused = {tp: NOT_AUTHORIZED for tp, batches in parsed.acks.items() if batches and tp[0] in denied}
+        ShareFetch without acknowledgements get no result. Kafka's order of checks: an unknown topic id
+        (UNKNOWN_TOPIC_ID), then malformed batches (INVALID_REQUEST), then `denied` topics
+        (TOPIC_AUTHORIZATION_FAILED, not applied), then a missing partition and the share-partition."""
+        work: dict[TopicPartition, list[AcknowledgementBatch]] = {}
+        refused: dict[TopicPartition, AckResult] = {}
+        for tp, batches in parsed.acks.items():
+            if not batches:
+                continue
+            refusal = self._ack_refusal(tp, batches, renew_allowed, denied)
+            if refusal is None:
+                work[tp] = batches
+            else:
+                refused[tp] = refusal
         if not work:
             return refused
         if len(work) == 1:  # no task needed
@@ -554,17 +563,28 @@ class SharePartitionManager:
             return done
         return {tp: refused.get(tp) or done[tp] for tp in parsed.acks if tp in refused or tp in done}
 
+    def _ack_refusal(self, tp: TopicPartition, batches: list[AcknowledgementBatch], renew_allowed: bool,
+                     denied: frozenset[uuid.UUID]) -> AckResult | None:
+        """Why a partition's acknowledgements are refused before its share-partition is asked (None: go on)."""
+        topic_id, partition = tp
+        missing = log_error(self.logs, topic_id, partition)
+        if missing is Errors.UNKNOWN_TOPIC_ID:
+            return missing, f"this broker has no topic with id {topic_id}"
+        problem = check_acknowledgement_batches(batches, renew_allowed)
+        if problem is not None:
+            return Errors.INVALID_REQUEST, problem
+        if topic_id in denied:
+            return NOT_AUTHORIZED
+        if missing is not Errors.NONE:
+            return missing, f"this broker has no log for {topic_id}-{partition}"
+        return None
+
     async def _acknowledge_partition(
         self, group_id: str, member_id: str, tp: TopicPartition, batches: list[AcknowledgementBatch],
         renew_allowed: bool,
     ) -> AckResult:
-        problem = check_acknowledgement_batches(batches, renew_allowed)
-        if problem is not None:
-            return Errors.INVALID_REQUEST, problem
+        """Apply one partition's acknowledgements, already checked by `_ack_refusal`."""
         topic_id, partition = tp
-        missing = log_error(self.logs, topic_id, partition)
-        if missing is not Errors.NONE:
-            return missing, f"this broker has no log for {topic_id}-{partition}"
         entry = self._partitions.get(group_id, topic_id, partition)
         if entry is None:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION, "the share-partition is not loaded on this broker"

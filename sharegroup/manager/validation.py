@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..errors import Errors, ShareError
-from ..share_messages import FINAL_EPOCH, ShareAcknowledgeRequest, ShareAcquireMode, ShareFetchRequest
+from ..share_messages import ShareAcknowledgeRequest, ShareAcquireMode, ShareFetchRequest
 from ..types import AcknowledgementBatch, AcknowledgeType
 from .sessions import MAX_EPOCH, TopicPartition
 
 __all__ = ["ParsedRequest", "parse_acknowledge", "parse_fetch", "check_acknowledgement_batches"]
 
 _INT32_MAX = 2**31 - 1
+_INT32_MIN = -(2**31)
 
 
 @dataclass(slots=True)
@@ -46,7 +47,9 @@ def _identity(group_id: object, member_id: object, epoch: object) -> None:
         raise ShareError(Errors.INVALID_REQUEST, "GroupId must be a non-empty string")
     if not isinstance(member_id, str) or not member_id or len(member_id) > 36:
         raise ShareError(Errors.INVALID_REQUEST, "MemberId must be a non-empty string of at most 36 characters")
-    _int("ShareSessionEpoch", epoch, FINAL_EPOCH, MAX_EPOCH)
+    # Any int32 is an epoch: below -1 it is checked against the session like any other (Kafka answers
+    # SHARE_SESSION_NOT_FOUND or INVALID_SHARE_SESSION_EPOCH, never INVALID_REQUEST).
+    _int("ShareSessionEpoch", epoch, _INT32_MIN, MAX_EPOCH)
 
 
 def _batch(raw: object) -> AcknowledgementBatch:

@@ -11,9 +11,11 @@ the persister; this module only maps topic names to ids and the coordinator's an
 - DeleteGroups answers per group: GROUP_ID_NOT_FOUND, GROUP_NOT_EMPTY or NONE (the share-partition
   state is deleted through the persister before the group's records).
 - DescribeShareGroupOffsets: start offset and lag per partition; `topics` null means every topic the
-  group holds state for. A requested partition the group holds no state for answers start offset -1
-  (as Kafka); an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION per partition. A missing group is
-  GROUP_ID_NOT_FOUND at group level.
+  group holds state for. A requested partition the group holds no state for, or of a topic that does
+  not exist, answers start offset -1 and lag -1 without an error (as Kafka: absence of data, like
+  OffsetFetch); a partition index the topic does not have answers UNKNOWN_TOPIC_OR_PARTITION (negative:
+  INVALID_REQUEST). A failed partition has start offset -1, leader epoch 0 and lag -1. A missing group
+  is GROUP_ID_NOT_FOUND at group level.
 - Alter/DeleteShareGroupOffsets carry group-level errors (GROUP_NOT_EMPTY, GROUP_ID_NOT_FOUND) in the
   top-level error code, per-topic or per-partition ones (UNKNOWN_TOPIC_OR_PARTITION) in the responses.
 
@@ -48,6 +50,7 @@ NOT_AVAILABLE = int(Errors.COORDINATOR_NOT_AVAILABLE)
 GROUP_DENIED, TOPIC_DENIED = int(Errors.GROUP_AUTHORIZATION_FAILED), int(Errors.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED_MESSAGE, TOPIC_DENIED_MESSAGE = "Group authorization failed.", "Topic authorization failed."
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+NO_OFFSETS_MESSAGE = "There is no offset information to delete."  # Kafka's, for a topic the group holds no state for
 
 
 def _share(ctx: RequestContext) -> Any:
@@ -109,7 +112,10 @@ def delete_groups_error(ctx: RequestContext, request: Any, code: int) -> Any:
 
 def _offset_partition(partition: int, start_offset: int, lag: int, code: int,
                       message: str | None = None) -> dict[str, Any]:
-    return {"partition_index": partition, "start_offset": start_offset, "leader_epoch": 0 if code == 0 else -1,
+    """One partition of a described group; a failed one has Kafka's defaults: start offset -1, leader
+    epoch 0, lag -1 (an unauthorized topic's keep leader epoch -1)."""
+    leader_epoch = -1 if code == TOPIC_DENIED else 0
+    return {"partition_index": partition, "start_offset": start_offset, "leader_epoch": leader_epoch,
             "lag": lag, "error_code": code, "error_message": message}
 
 
@@ -137,16 +143,20 @@ async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str
                     _offset_partition(p, -1, -1, TOPIC_DENIED, TOPIC_DENIED_MESSAGE) for p in wanted.partitions]})
                 continue
             info = _topic(ctx, wanted.topic_name)
-            if info is None:
+            if info is None:  # as Kafka: absence of data (start offset -1), not an error
                 topics.append({"topic_name": wanted.topic_name, "topic_id": ZERO_UUID, "partitions": [
-                    _offset_partition(p, -1, -1, int(Errors.UNKNOWN_TOPIC_OR_PARTITION)) for p in wanted.partitions]})
+                    _offset_partition(p, -1, -1, 0) for p in wanted.partitions]})
                 continue
             held = offsets.get(info.topic_id, {})
             parts = []
             for p in wanted.partitions:
                 o = held.get(p)
-                parts.append(_offset_partition(p, -1, -1, 0) if o is None
-                             else _offset_partition(p, o.start_offset, o.lag, int(o.error)))
+                if not 0 <= p < info.num_partitions:  # what the state summary answers for it
+                    parts.append(_offset_partition(p, -1, -1, int(Errors.INVALID_REQUEST if p < 0
+                                                                  else Errors.UNKNOWN_TOPIC_OR_PARTITION)))
+                else:
+                    parts.append(_offset_partition(p, -1, -1, 0) if o is None
+                                 else _offset_partition(p, o.start_offset, o.lag, int(o.error)))
             topics.append({"topic_name": info.name, "topic_id": info.topic_id, "partitions": parts})
         topics += denied  # after the authorized ones, as Kafka appends them
     return {"group_id": group_id, "topics": topics, "error_code": ErrorCode.none, "error_message": None}
@@ -241,8 +251,10 @@ async def delete_offsets(ctx: RequestContext, request: Any) -> Any:
             responses.append({"topic_name": name, "topic_id": ZERO_UUID,
                               "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION), "error_message": None})
         else:
-            responses.append({"topic_name": name, "topic_id": info.topic_id,
-                              "error_code": int(results.get(info.topic_id, Errors.NONE)), "error_message": None})
+            code = results.get(info.topic_id, Errors.NONE)
+            responses.append({"topic_name": name, "topic_id": info.topic_id, "error_code": int(code),
+                              "error_message": NO_OFFSETS_MESSAGE if code is Errors.UNKNOWN_TOPIC_OR_PARTITION
+                              else None})
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
                          "responses": responses + refused})
 

@@ -7,6 +7,10 @@ Kafka answers: UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH make the client rejoin wi
 INVALID_REQUEST and GROUP_MAX_SIZE_REACHED are fatal to it. Without share services (an embedding that
 did not start them) every request gets COORDINATOR_NOT_AVAILABLE.
 
+The wire's member id is the client's: an empty one (even on a join, where the embedding API would make
+one up) or one longer than 36 characters is INVALID_REQUEST, checked after READ on the group and before
+the topics, as Kafka's request handler does.
+
 Authorization (Kafka's order, before the coordinator is asked, so a group's existence is never revealed):
 - heartbeat: READ on the group (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every subscribed topic
   (TOPIC_AUTHORIZATION_FAILED if any one is not describable);
@@ -21,6 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...coordinator.validation import MAX_MEMBER_ID_LENGTH
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
@@ -39,6 +44,11 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
         return heartbeat_error(ctx, request, ErrorCode.coordinator_not_available, "share groups are not enabled")
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return heartbeat_error(ctx, request, ErrorCode.group_authorization_failed, "Group authorization failed.")
+    member_id = request.member_id
+    if not member_id or len(member_id) > MAX_MEMBER_ID_LENGTH:  # Kafka's check before the coordinator's
+        message = ("MemberId can't be empty." if not member_id
+                   else f"MemberId can't be longer than {MAX_MEMBER_ID_LENGTH} characters.")
+        return heartbeat_error(ctx, request, ErrorCode.invalid_request, message)
     names = request.subscribed_topic_names
     if names and not all(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in set(names)):
         return heartbeat_error(ctx, request, ErrorCode.topic_authorization_failed, "Topic authorization failed.")
@@ -120,7 +130,7 @@ def _topic_partitions(ctx: RequestContext, topic_id: Any, partitions: list[int])
 
 def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
             "authorized_operations": NO_OPERATIONS}
 
 
