@@ -211,9 +211,9 @@ class ClassicGroupsApi:
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[GroupListing]:
         """ListGroups: every group with its type, protocol type and state; `states` and `types` filter
-        case-insensitively (empty: all)."""
+        case-insensitively, states also ignoring surrounding blanks (empty: all)."""
         self._store.check_loaded()
-        state_filter = {s.lower() for s in states}
+        state_filter = {s.lower().strip() for s in states}  # Kafka trims the states too
         type_filter = {t.lower() for t in types}
         listings = [GroupListing(g, "classic", group.protocol_type or "", str(group.state))
                     for g, group in self._store.classic_groups.items()]

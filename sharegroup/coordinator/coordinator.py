@@ -317,7 +317,7 @@ class GroupCoordinator(ClassicGroupsApi):
 
     def validate_offset_commit(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """Raise as Kafka does when a member of a consumer group commits offsets with a wrong epoch
-        (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH); GROUP_ID_NOT_FOUND when the group
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); GROUP_ID_NOT_FOUND when the group
         is not a consumer group (ask `is_consumer_group` first)."""
         self._store.check_loaded()
         validate_offset_commit(self._store, group_id, member_id, member_epoch)
