@@ -380,3 +380,16 @@ def test_refusals_leave_a_memory_sink_untouched():
         await env.join_now("ghost")
         assert len(sink) == 0
     asyncio.run(main())
+
+
+def test_group_max_size_reached_answers_the_unknown_member_id():
+    # Kafka answers GROUP_MAX_SIZE_REACHED with member id "" whatever member id the JoinGroup carried.
+    async def main():
+        env = await ClassicEnv(max_size=2).start()
+        generation, members = await env.stable_group(2)
+        refused = await env.join_now("ghost-1")
+        assert (refused.error, refused.member_id) == (Errors.GROUP_MAX_SIZE_REACHED, "")
+        assert env.state() == "Stable" and sorted(m.member_id for m in env.gc.describe_groups([G])[0].members) \
+            == sorted(members)
+        env.gc._check()
+    asyncio.run(main())

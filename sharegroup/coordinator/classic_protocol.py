@@ -102,7 +102,7 @@ class ClassicGroups:
                 return JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, req.member_id)
             group = self.store.classic_groups[req.group_id] = ClassicGroup(req.group_id, self.clock.now_ms())
         if not self._accept_joining_member(group, req.member_id):
-            return JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, req.member_id)
+            return JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, "")  # Kafka answers the unknown member id
         if not group.supports_protocols(req.protocol_type, (name for name, _ in req.protocols)):
             return JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         if unknown:
