@@ -242,10 +242,25 @@ def test_static_member_errors():
     e = env()
     run(e.join("a1", instance_id="i-a"))
     err = refused(e.join("a2", instance_id="i-a"), Errors.UNRELEASED_INSTANCE_ID)
-    assert err.message == "Static member a1 with instance id i-a for group cg is not released yet."
+    assert err.message == ("Static member a2 with instance id i-a cannot join the group because the instance id is "
+                           "owned by a1 member.")  # Kafka's words
     refused(e.hb("a2", 1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID)
     refused(e.hb("a1", 1, instance_id="i-z"), Errors.UNKNOWN_MEMBER_ID)
     refused(e.hb("a2", -1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID)
+
+
+def test_a_static_member_rejoining_under_its_own_id_without_leaving_is_unreleased():
+    # Kafka replaces a static member on an epoch-0 join only after it left with epoch -2, whatever the
+    # member id of the join: the same id is refused too, and nothing changes.
+    e = env()
+    joined = run(e.join("a1", instance_id="i-a"))
+    before = e.gc.consumer_group_describe(G)
+    records = len(e.sink)
+    refused(e.join("a1", instance_id="i-a"), Errors.UNRELEASED_INSTANCE_ID)
+    assert e.gc.consumer_group_describe(G) == before and len(e.sink) == records
+    assert run(e.hb("a1", joined.member_epoch, instance_id="i-a")).member_epoch == joined.member_epoch
+    run(e.hb("a1", -2, instance_id="i-a"))
+    assert run(e.join("a1", instance_id="i-a")).member_id == "a1"  # released: it may come back
 
 
 def test_static_member_that_left_is_removed_after_its_session_timeout():
