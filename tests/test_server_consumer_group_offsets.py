@@ -51,6 +51,13 @@ def test_offset_commit_and_fetch_of_a_consumer_group_check_the_member_epoch(clie
     assert fetch(client, "cg", None, -1) == (NONE, [(0, 7, NONE), (1, -1, NONE)])  # an outside read
 
 
+def test_an_offset_fetch_refused_for_the_group_lists_no_topics(client):
+    # From v2 on Kafka answers a group-level refusal with the group's error code and no topics.
+    assert heartbeat(client, "m1", 0, ["t"], group="cg").member_epoch == 1
+    assert fetch(client, "cg", "m1", 0) == (STALE_MEMBER_EPOCH, [])
+    assert fetch(client, "cg", "ghost", 1) == (UNKNOWN_MEMBER_ID, [])
+
+
 def test_a_kip848_member_must_commit_with_offset_commit_v9(client):
     assert heartbeat(client, "m1", 0, ["t"], group="cg").member_epoch == 1
     old = commit(client, 8, group="cg", generation=1, member_id="m1", partitions=((0, 7, ""),))
