@@ -296,6 +296,8 @@ def test_group_types_clash_as_in_kafka():
     async def body(env):
         await env.gc.share_group_heartbeat("sg", "m" * 22, 0, ["t"])
         assert (await env.join_now("", group="sg")).error is Errors.INCONSISTENT_GROUP_PROTOCOL
+        clash = await env.join_now("m" * 22, group="sg")  # Kafka answers the unknown member id ""
+        assert (clash.error, clash.member_id) == (Errors.INCONSISTENT_GROUP_PROTOCOL, "")
         assert (await env.sync_now("m" * 22, 1, group="sg")).error is Errors.UNKNOWN_MEMBER_ID
         assert await env.gc.heartbeat("sg", 1, "m" * 22) is Errors.UNKNOWN_MEMBER_ID
         await env.stable_group(1)

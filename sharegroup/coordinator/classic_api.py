@@ -142,7 +142,7 @@ class ClassicGroupsApi:
             checked.append((item[0], bytes(item[1])))
         self._store.check_loaded()
         if self._store.group_type(group_id) not in (None, "classic"):
-            return JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, "")  # Kafka: the unknown member id
         request = JoinRequest(group_id, member_id, instance_id, protocol_type, tuple(checked), session_timeout_ms,
                               max(rebalance_timeout_ms, 0), _text(client_id, "ClientId"),
                               _text(client_host, "ClientHost"), bool(require_known_member_id))
