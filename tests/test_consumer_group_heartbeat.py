@@ -244,9 +244,10 @@ def test_static_member_errors():
     err = refused(e.join("a2", instance_id="i-a"), Errors.UNRELEASED_INSTANCE_ID)
     assert err.message == ("Static member a2 with instance id i-a cannot join the group because the instance id is "
                            "owned by a1 member.")  # Kafka's words
-    refused(e.hb("a2", 1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID)
+    fenced = "Static member a2 with instance id i-a was fenced by member a1."  # Kafka's words
+    assert refused(e.hb("a2", 1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID).message == fenced
     refused(e.hb("a1", 1, instance_id="i-z"), Errors.UNKNOWN_MEMBER_ID)
-    refused(e.hb("a2", -1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID)
+    assert refused(e.hb("a2", -1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID).message == fenced
 
 
 def test_a_static_member_rejoining_under_its_own_id_without_leaving_is_unreleased():

@@ -311,7 +311,7 @@ class ConsumerMembership:
             raise ShareError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
             raise ShareError(Errors.FENCED_INSTANCE_ID,
-                             f"Static member {member_id} with instance id {instance_id} is fenced by existing member "
+                             f"Static member {member_id} with instance id {instance_id} was fenced by member "
                              f"{existing.member_id}.")
         _check_epoch(existing, request.member_epoch, request.owned)
         return existing, None, []
@@ -328,7 +328,7 @@ class ConsumerMembership:
             raise ShareError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing_id != member_id:
             raise ShareError(Errors.FENCED_INSTANCE_ID,
-                             f"Static member {member_id} with instance id {instance_id} is fenced by existing member "
+                             f"Static member {member_id} with instance id {instance_id} was fenced by member "
                              f"{existing_id}.")
         return group.members[existing_id]
 
