@@ -281,3 +281,17 @@ def test_list_groups_state_filter_is_trimmed_and_case_insensitive():
         assert [g.group_id for g in env.gc.list_groups(states=[" EMPTY "])] == ["simple"]
         assert env.gc.list_groups(states=["stable"]) == []
     run(body)
+
+
+def test_delete_groups_deletes_a_classic_group_with_a_blank_id():
+    # Kafka allows blank group ids for classic groups (only null or "" are INVALID_GROUP_ID there) and
+    # DeleteGroups looks up any non-null id: such a group can be deleted like any other.
+    async def body(env):
+        await env.gc.offset_commit(" ", -1, "", commits(1))
+        assert env.gc.group_type(" ") == "classic"
+        await env.gc.delete_group(" ")
+        assert env.gc.group_type(" ") is None and await env.gc.offset_fetch(" ") == {}
+        with pytest.raises(ShareError) as info:
+            await env.gc.delete_group(" ")
+        assert info.value.error is Errors.GROUP_ID_NOT_FOUND
+    run(body)

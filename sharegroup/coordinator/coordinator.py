@@ -400,8 +400,11 @@ class GroupCoordinator(ClassicGroupsApi):
         """Delete an empty group (GROUP_NOT_EMPTY otherwise; GROUP_ID_NOT_FOUND if missing): first all
         its share-partition state (two-stage, through *deleting*), then its records (tombstones). If the
         persister fails for a partition, the group stays with those topics deleting and the first error
-        is raised; calling again retries. The listener's `on_group_deleted` follows a deletion."""
-        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
+        is raised; calling again retries. The listener's `on_group_deleted` follows a deletion. As in
+        Kafka, only a null group id is INVALID_GROUP_ID: an empty or blank one is looked up like any
+        other (a classic group may have a blank id)."""
+        if not isinstance(group_id, str):
+            raise ShareError(Errors.INVALID_GROUP_ID, f"The group id must be a string, got {group_id!r}.")
         self._store.check_loaded()
         if self._store.group_type(group_id) == "classic":
             async with self._store.locks.hold(group_id):
