@@ -11,7 +11,7 @@ from sharegroup import Errors, ShareError
 from sharegroup.coordinator.classic_records import OffsetCommitKey, OffsetCommitValue
 from sharegroup.coordinator.classic_responses import CommittedOffset
 from sharegroup.coordinator.offsets import CommitRequest, OffsetHooks
-from tests.classic_env import G, ClassicEnv, protocols
+from tests.classic_env import SESSION_MS, G, ClassicEnv, protocols
 
 T = "t"
 
@@ -264,7 +264,6 @@ def test_a_commit_with_generation_minus_one_creates_a_simple_group_whatever_the_
 def test_an_offset_commit_keeps_a_classic_members_session_alive():
     # Kafka reschedules the member's session on a commit while the group is Stable or PreparingRebalance.
     async def body(env):
-        from tests.classic_env import SESSION_MS
         generation, (leader, follower) = await env.stable_group(2)
         await env.advance(SESSION_MS - 1)
         assert await env.gc.heartbeat(G, generation, leader) is Errors.NONE
