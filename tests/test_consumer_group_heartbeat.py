@@ -242,10 +242,26 @@ def test_static_member_errors():
     e = env()
     run(e.join("a1", instance_id="i-a"))
     err = refused(e.join("a2", instance_id="i-a"), Errors.UNRELEASED_INSTANCE_ID)
-    assert err.message == "Static member a1 with instance id i-a for group cg is not released yet."
-    refused(e.hb("a2", 1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID)
+    assert err.message == ("Static member a2 with instance id i-a cannot join the group because the instance id is "
+                           "owned by a1 member.")  # Kafka's words
+    fenced = "Static member a2 with instance id i-a was fenced by member a1."  # Kafka's words
+    assert refused(e.hb("a2", 1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID).message == fenced
     refused(e.hb("a1", 1, instance_id="i-z"), Errors.UNKNOWN_MEMBER_ID)
-    refused(e.hb("a2", -1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID)
+    assert refused(e.hb("a2", -1, instance_id="i-a"), Errors.FENCED_INSTANCE_ID).message == fenced
+
+
+def test_a_static_member_rejoining_under_its_own_id_without_leaving_is_unreleased():
+    # Kafka replaces a static member on an epoch-0 join only after it left with epoch -2, whatever the
+    # member id of the join: the same id is refused too, and nothing changes.
+    e = env()
+    joined = run(e.join("a1", instance_id="i-a"))
+    before = e.gc.consumer_group_describe(G)
+    records = len(e.sink)
+    refused(e.join("a1", instance_id="i-a"), Errors.UNRELEASED_INSTANCE_ID)
+    assert e.gc.consumer_group_describe(G) == before and len(e.sink) == records
+    assert run(e.hb("a1", joined.member_epoch, instance_id="i-a")).member_epoch == joined.member_epoch
+    run(e.hb("a1", -2, instance_id="i-a"))
+    assert run(e.join("a1", instance_id="i-a")).member_id == "a1"  # released: it may come back
 
 
 def test_static_member_that_left_is_removed_after_its_session_timeout():
@@ -326,7 +342,8 @@ def test_validate_offset_commit_and_fetch():
     e = env()
     run(e.join("m1"))
     e.gc.validate_offset_commit(G, "m1", 1)
-    for member, epoch, error in (("m1", 2, Errors.FENCED_MEMBER_EPOCH), ("m1", 0, Errors.STALE_MEMBER_EPOCH),
+    # Kafka compares the epoch for equality: a greater one is STALE_MEMBER_EPOCH too.
+    for member, epoch, error in (("m1", 2, Errors.STALE_MEMBER_EPOCH), ("m1", 0, Errors.STALE_MEMBER_EPOCH),
                                  ("ghost", 1, Errors.UNKNOWN_MEMBER_ID), ("", -1, Errors.UNKNOWN_MEMBER_ID)):
         with pytest.raises(ShareError) as info:
             e.gc.validate_offset_commit(G, member, epoch)

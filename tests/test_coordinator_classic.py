@@ -296,6 +296,8 @@ def test_group_types_clash_as_in_kafka():
     async def body(env):
         await env.gc.share_group_heartbeat("sg", "m" * 22, 0, ["t"])
         assert (await env.join_now("", group="sg")).error is Errors.INCONSISTENT_GROUP_PROTOCOL
+        clash = await env.join_now("m" * 22, group="sg")  # Kafka answers the unknown member id ""
+        assert (clash.error, clash.member_id) == (Errors.INCONSISTENT_GROUP_PROTOCOL, "")
         assert (await env.sync_now("m" * 22, 1, group="sg")).error is Errors.UNKNOWN_MEMBER_ID
         assert await env.gc.heartbeat("sg", 1, "m" * 22) is Errors.UNKNOWN_MEMBER_ID
         await env.stable_group(1)
@@ -379,4 +381,17 @@ def test_refusals_leave_a_memory_sink_untouched():
         await env.join_now("", session_ms=1)
         await env.join_now("ghost")
         assert len(sink) == 0
+    asyncio.run(main())
+
+
+def test_group_max_size_reached_answers_the_unknown_member_id():
+    # Kafka answers GROUP_MAX_SIZE_REACHED with member id "" whatever member id the JoinGroup carried.
+    async def main():
+        env = await ClassicEnv(max_size=2).start()
+        generation, members = await env.stable_group(2)
+        refused = await env.join_now("ghost-1")
+        assert (refused.error, refused.member_id) == (Errors.GROUP_MAX_SIZE_REACHED, "")
+        assert env.state() == "Stable" and sorted(m.member_id for m in env.gc.describe_groups([G])[0].members) \
+            == sorted(members)
+        env.gc._check()
     asyncio.run(main())

@@ -11,7 +11,7 @@ from sharegroup import Errors, ShareError
 from sharegroup.coordinator.classic_records import OffsetCommitKey, OffsetCommitValue
 from sharegroup.coordinator.classic_responses import CommittedOffset
 from sharegroup.coordinator.offsets import CommitRequest, OffsetHooks
-from tests.classic_env import G, ClassicEnv, protocols
+from tests.classic_env import SESSION_MS, G, ClassicEnv, protocols
 
 T = "t"
 
@@ -231,4 +231,66 @@ def test_deleting_a_topic_deletes_its_committed_offsets_in_every_group():
         assert await env.gc.delete_topic_offsets(T) == 3
         assert await env.gc.offset_fetch("a") == {}
         assert await env.gc.offset_fetch("b") == {("keep", 0): CommittedOffset(4, -1, "")}
+    run(body)
+
+
+def test_metadata_length_counts_utf16_code_units_as_kafka_does():
+    # Kafka compares Java's String.length() (UTF-16 code units) with offset.metadata.max.bytes, not the
+    # UTF-8 size: ten "é" (20 UTF-8 bytes) fit a limit of 10, five emoji (surrogate pairs) too, six do not.
+    async def body(env):
+        results = await env.gc.offset_commit("g2", -1, "", [CommitRequest(T, 0, 1, -1, "é" * 10),
+                                                            CommitRequest(T, 1, 2, -1, "\U0001F600" * 5),
+                                                            CommitRequest(T, 2, 3, -1, "\U0001F600" * 6),
+                                                            CommitRequest(T, 3, 4, -1, "é" * 11)])
+        assert results == {(T, 0): Errors.NONE, (T, 1): Errors.NONE,
+                           (T, 2): Errors.OFFSET_METADATA_TOO_LARGE, (T, 3): Errors.OFFSET_METADATA_TOO_LARGE}
+        assert await env.gc.offset_fetch("g2") == {(T, 0): CommittedOffset(1, -1, "é" * 10),
+                                                   (T, 1): CommittedOffset(2, -1, "\U0001F600" * 5)}
+    run(body, offset_metadata_max_bytes=10)
+
+
+def test_a_commit_with_generation_minus_one_creates_a_simple_group_whatever_the_member_id():
+    # Kafka creates the simple group for any negative generation; the Empty group then accepts the commit.
+    async def body(env):
+        assert await env.gc.offset_commit("s1", -1, "consumer-1", commits(3)) == {(T, 0): Errors.NONE}
+        assert await env.gc.offset_commit("s2", -1, "", commits(4), group_instance_id="i-1",
+                                          api_version=8) == {(T, 0): Errors.NONE}
+        assert (env.gc.group_type("s1"), env.gc.group_type("s2")) == ("classic", "classic")
+        assert (await env.gc.offset_fetch("s1", [(T, 0)]))[(T, 0)].offset == 3
+        assert (await env.gc.offset_fetch("s2", [(T, 0)]))[(T, 0)].offset == 4
+    run(body)
+
+
+def test_an_offset_commit_keeps_a_classic_members_session_alive():
+    # Kafka reschedules the member's session on a commit while the group is Stable or PreparingRebalance.
+    async def body(env):
+        generation, (leader, follower) = await env.stable_group(2)
+        await env.advance(SESSION_MS - 1)
+        assert await env.gc.heartbeat(G, generation, leader) is Errors.NONE
+        assert await env.gc.offset_commit(G, generation, follower, commits(5)) == {(T, 0): Errors.NONE}
+        await env.advance(1)  # the follower's session would end here without the commit
+        assert env.state() == "Stable"
+        assert await env.gc.heartbeat(G, generation, follower) is Errors.NONE
+    run(body)
+
+
+def test_list_groups_state_filter_is_trimmed_and_case_insensitive():
+    async def body(env):
+        await env.gc.offset_commit("simple", -1, "", commits(1))
+        assert [g.group_id for g in env.gc.list_groups(states=[" EMPTY "])] == ["simple"]
+        assert env.gc.list_groups(states=["stable"]) == []
+    run(body)
+
+
+def test_delete_groups_deletes_a_classic_group_with_a_blank_id():
+    # Kafka allows blank group ids for classic groups (only null or "" are INVALID_GROUP_ID there) and
+    # DeleteGroups looks up any non-null id: such a group can be deleted like any other.
+    async def body(env):
+        await env.gc.offset_commit(" ", -1, "", commits(1))
+        assert env.gc.group_type(" ") == "classic"
+        await env.gc.delete_group(" ")
+        assert env.gc.group_type(" ") is None and await env.gc.offset_fetch(" ") == {}
+        with pytest.raises(ShareError) as info:
+            await env.gc.delete_group(" ")
+        assert info.value.error is Errors.GROUP_ID_NOT_FOUND
     run(body)

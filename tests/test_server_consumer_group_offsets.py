@@ -15,7 +15,7 @@ from tests.test_server_classic_wire import commit, request, stable_member
 from tests.test_server_consumer_group_wire import OVERRIDES, heartbeat
 
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DELETE_GROUPS, SHARE_HEARTBEAT = 8, 9, 16, 42, 76
-NONE, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_NOT_EMPTY, STALE_MEMBER_EPOCH = 0, 25, 110, 68, 113
+NONE, UNSUPPORTED_VERSION, UNKNOWN_MEMBER_ID, GROUP_NOT_EMPTY, STALE_MEMBER_EPOCH = 0, 35, 25, 68, 113
 
 
 @pytest.fixture
@@ -41,14 +41,30 @@ def test_offset_commit_and_fetch_of_a_consumer_group_check_the_member_epoch(clie
     assert commit(client, 9, group="cg", generation=1, member_id="m1", partitions=((0, 7, ""),)).topics[0].partitions[
         0].error_code == NONE
     stale = commit(client, 9, group="cg", generation=0, member_id="m1")
-    fenced = commit(client, 9, group="cg", generation=2, member_id="m1")
+    ahead = commit(client, 9, group="cg", generation=2, member_id="m1")  # Kafka: any other epoch is stale
     stranger = commit(client, 9, group="cg", generation=1, member_id="nobody")
     outsider = commit(client, 9, group="cg", generation=-1, member_id="")  # an admin commit while members exist
-    assert [r.topics[0].partitions[0].error_code for r in (stale, fenced, stranger, outsider)] == [
-        STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID]
+    assert [r.topics[0].partitions[0].error_code for r in (stale, ahead, stranger, outsider)] == [
+        STALE_MEMBER_EPOCH, STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID]
     assert fetch(client, "cg", "m1", 1) == (NONE, [(0, 7, NONE), (1, -1, NONE)])
     assert fetch(client, "cg", "m1", 0)[0] == STALE_MEMBER_EPOCH
     assert fetch(client, "cg", None, -1) == (NONE, [(0, 7, NONE), (1, -1, NONE)])  # an outside read
+
+
+def test_an_offset_fetch_refused_for_the_group_lists_no_topics(client):
+    # From v2 on Kafka answers a group-level refusal with the group's error code and no topics.
+    assert heartbeat(client, "m1", 0, ["t"], group="cg").member_epoch == 1
+    assert fetch(client, "cg", "m1", 0) == (STALE_MEMBER_EPOCH, [])
+    assert fetch(client, "cg", "ghost", 1) == (UNKNOWN_MEMBER_ID, [])
+
+
+def test_a_kip848_member_must_commit_with_offset_commit_v9(client):
+    assert heartbeat(client, "m1", 0, ["t"], group="cg").member_epoch == 1
+    old = commit(client, 8, group="cg", generation=1, member_id="m1", partitions=((0, 7, ""),))
+    assert old.topics[0].partitions[0].error_code == UNSUPPORTED_VERSION
+    assert commit(client, 8, group="cg", generation=1, member_id="ghost").topics[0].partitions[0].error_code \
+        == UNKNOWN_MEMBER_ID  # the member is looked up first
+    assert fetch(client, "cg", "m1", 1) == (NONE, [(0, -1, NONE), (1, -1, NONE)])  # nothing was committed
 
 
 def test_list_groups_shows_consumer_classic_and_share_groups(client):

@@ -142,7 +142,7 @@ class ClassicGroupsApi:
             checked.append((item[0], bytes(item[1])))
         self._store.check_loaded()
         if self._store.group_type(group_id) not in (None, "classic"):
-            return JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, "")  # Kafka: the unknown member id
         request = JoinRequest(group_id, member_id, instance_id, protocol_type, tuple(checked), session_timeout_ms,
                               max(rebalance_timeout_ms, 0), _text(client_id, "ClientId"),
                               _text(client_host, "ClientHost"), bool(require_known_member_id))
@@ -211,9 +211,9 @@ class ClassicGroupsApi:
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[GroupListing]:
         """ListGroups: every group with its type, protocol type and state; `states` and `types` filter
-        case-insensitively (empty: all)."""
+        case-insensitively, states also ignoring surrounding blanks (empty: all)."""
         self._store.check_loaded()
-        state_filter = {s.lower() for s in states}
+        state_filter = {s.lower().strip() for s in states}  # Kafka trims the states too
         type_filter = {t.lower() for t in types}
         listings = [GroupListing(g, "classic", group.protocol_type or "", str(group.state))
                     for g, group in self._store.classic_groups.items()]

@@ -102,7 +102,7 @@ class ClassicGroups:
                 return JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, req.member_id)
             group = self.store.classic_groups[req.group_id] = ClassicGroup(req.group_id, self.clock.now_ms())
         if not self._accept_joining_member(group, req.member_id):
-            return JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, req.member_id)
+            return JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, "")  # Kafka answers the unknown member id
         if not group.supports_protocols(req.protocol_type, (name for name, _ in req.protocols)):
             return JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         if unknown:
@@ -351,7 +351,8 @@ class ClassicGroups:
                                generation_id: int, api_version: int) -> None:
         """Whether this member may commit now (Kafka's ClassicGroup.validateOffsetCommit): anyone with
         generation -1 while the group is Empty; otherwise a current member of the current generation,
-        not while the group is CompletingRebalance."""
+        not while the group is CompletingRebalance. As in Kafka, an accepted commit of a member of a
+        Stable or PreparingRebalance group also renews its session, like a heartbeat."""
         group = self.store.classic_groups[group_id]
         if generation_id < 0 and group.in_state(S.EMPTY):
             return
@@ -366,6 +367,8 @@ class ClassicGroups:
             raise ShareError(Errors.UNKNOWN_MEMBER_ID, "Only members commit to a group that is not empty.")
         if group.in_state(S.COMPLETING_REBALANCE):
             raise ShareError(Errors.REBALANCE_IN_PROGRESS, f"Group {group_id} is completing a rebalance.")
+        if group.in_state(S.STABLE, S.PREPARING_REBALANCE):
+            self.rebalancer.schedule_heartbeat(group, group.members[member_id])  # validated above
 
     def validate_offset_delete(self, group_id: str) -> None:
         group = self.store.classic_groups[group_id]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple
 from ..errors import Errors, ShareError
 from ..types import is_plain_int
 from .consumer_config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroup, ConsumerGroupState
+from .consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
 from .classic_responses import ClassicGroupDescription, ClassicMemberDescription
 from .consumer_heartbeat import ConsumerHeartbeat
 from .consumer_protocol import encode_assignment, encode_subscription
@@ -176,15 +176,21 @@ def describe_classic_form(store: GroupStore, group_id: str, default_assignor: st
                                    group.preferred_assignor(default_assignor), tuple(members))
 
 
-def validate_offset_commit(store: GroupStore, group_id: str, member_id: str | None, member_epoch: int) -> None:
+def validate_offset_commit(store: GroupStore, group_id: str, member_id: str | None, member_epoch: int,
+                           api_version: int = 9) -> None:
     """May this member commit offsets in this consumer group now? Epoch < 0 from outside the group
     (an admin client) is allowed only while the group is empty. Otherwise the member must exist
-    (UNKNOWN_MEMBER_ID) and send its current epoch: a greater one is FENCED_MEMBER_EPOCH, a smaller
-    one STALE_MEMBER_EPOCH."""
+    (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ (UNSUPPORTED_VERSION: older versions carry no
+    member epoch) and send exactly its current epoch (STALE_MEMBER_EPOCH otherwise, a greater one
+    too: Kafka compares for equality)."""
     group: ConsumerGroup = store.require_group(group_id, ConsumerGroup)
     if member_epoch < 0 and not group.members:
         return
-    _validate_epoch(group, member_id, member_epoch, fenced_if_greater=True)
+    _member(group, member_id)
+    if api_version < 9:
+        raise ShareError(Errors.UNSUPPORTED_VERSION,
+                         "OffsetCommit version 9 or above must be used by members using the modern group protocol")
+    _validate_epoch(group, member_id, member_epoch)
 
 
 def validate_offset_fetch(store: GroupStore, group_id: str, member_id: str | None, member_epoch: int) -> None:
@@ -193,16 +199,18 @@ def validate_offset_fetch(store: GroupStore, group_id: str, member_id: str | Non
     group: ConsumerGroup = store.require_group(group_id, ConsumerGroup)
     if member_epoch < 0 and not member_id:
         return
-    _validate_epoch(group, member_id, member_epoch, fenced_if_greater=False)
+    _validate_epoch(group, member_id, member_epoch)
 
 
-def _validate_epoch(group: ConsumerGroup, member_id: str | None, member_epoch: int, fenced_if_greater: bool) -> None:
+def _member(group: ConsumerGroup, member_id: str | None) -> ConsumerGroupMember:
     member = group.members.get(member_id or "")
     if member is None:
         raise ShareError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
-    if member_epoch > member.member_epoch and fenced_if_greater:
-        raise ShareError(Errors.FENCED_MEMBER_EPOCH, f"The member epoch {member_epoch} is greater than the "
-                         f"current epoch {member.member_epoch} of member {member_id}.")
+    return member
+
+
+def _validate_epoch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
+    member = _member(group, member_id)
     if member_epoch != member.member_epoch:
         raise ShareError(Errors.STALE_MEMBER_EPOCH, f"The member epoch {member_epoch} is not the current epoch "
                          f"{member.member_epoch} of member {member_id}.")
@@ -231,8 +239,8 @@ def consumer_offset_hooks(store: GroupStore) -> OffsetHooks:
         return set(g.subscription_counts) | {t for value in g.regexes.values() for t in value.topics}
 
     return OffsetHooks(
-        validate_commit=lambda group_id, member_id, _instance_id, member_epoch, _version: validate_offset_commit(
-            store, group_id, member_id, member_epoch),
+        validate_commit=lambda group_id, member_id, _instance_id, member_epoch, version: validate_offset_commit(
+            store, group_id, member_id, member_epoch, version),
         validate_fetch=lambda group_id, member_id, member_epoch: validate_offset_fetch(
             store, group_id, member_id, member_epoch),
         validate_delete=lambda group_id: None,

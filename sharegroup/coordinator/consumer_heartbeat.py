@@ -287,10 +287,12 @@ class ConsumerMembership:
         if request.member_epoch == 0:
             if existing is None:
                 return group.members.get(member_id), None, []
-            if existing.member_id != member_id and existing.member_epoch != LEAVE_STATIC_EPOCH:
+            # Kafka lets a join take the instance id only once its holder left with epoch -2, even when
+            # the join comes with the holder's own member id.
+            if existing.member_epoch != LEAVE_STATIC_EPOCH:
                 raise ShareError(Errors.UNRELEASED_INSTANCE_ID,
-                                 f"Static member {existing.member_id} with instance id {instance_id} for group "
-                                 f"{group.group_id} is not released yet.")
+                                 f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                                 f"because the instance id is owned by {existing.member_id} member.")
             # The new member takes the old one's place: its metadata, target and partitions, at epoch 0.
             records: list[Record] = []
             if existing.member_id != member_id:
@@ -309,7 +311,7 @@ class ConsumerMembership:
             raise ShareError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
             raise ShareError(Errors.FENCED_INSTANCE_ID,
-                             f"Static member {member_id} with instance id {instance_id} is fenced by existing member "
+                             f"Static member {member_id} with instance id {instance_id} was fenced by member "
                              f"{existing.member_id}.")
         _check_epoch(existing, request.member_epoch, request.owned)
         return existing, None, []
@@ -326,7 +328,7 @@ class ConsumerMembership:
             raise ShareError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing_id != member_id:
             raise ShareError(Errors.FENCED_INSTANCE_ID,
-                             f"Static member {member_id} with instance id {instance_id} is fenced by existing member "
+                             f"Static member {member_id} with instance id {instance_id} was fenced by member "
                              f"{existing_id}.")
         return group.members[existing_id]
 

@@ -317,7 +317,7 @@ class GroupCoordinator(ClassicGroupsApi):
 
     def validate_offset_commit(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """Raise as Kafka does when a member of a consumer group commits offsets with a wrong epoch
-        (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH); GROUP_ID_NOT_FOUND when the group
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); GROUP_ID_NOT_FOUND when the group
         is not a consumer group (ask `is_consumer_group` first)."""
         self._store.check_loaded()
         validate_offset_commit(self._store, group_id, member_id, member_epoch)
@@ -400,8 +400,11 @@ class GroupCoordinator(ClassicGroupsApi):
         """Delete an empty group (GROUP_NOT_EMPTY otherwise; GROUP_ID_NOT_FOUND if missing): first all
         its share-partition state (two-stage, through *deleting*), then its records (tombstones). If the
         persister fails for a partition, the group stays with those topics deleting and the first error
-        is raised; calling again retries. The listener's `on_group_deleted` follows a deletion."""
-        group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
+        is raised; calling again retries. The listener's `on_group_deleted` follows a deletion. As in
+        Kafka, only a null group id is INVALID_GROUP_ID: an empty or blank one is looked up like any
+        other (a classic group may have a blank id)."""
+        if not isinstance(group_id, str):
+            raise ShareError(Errors.INVALID_GROUP_ID, f"The group id must be a string, got {group_id!r}.")
         self._store.check_loaded()
         if self._store.group_type(group_id) == "classic":
             async with self._store.locks.hold(group_id):

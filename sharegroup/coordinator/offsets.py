@@ -7,10 +7,12 @@ generations and member ids (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_
 FENCED_INSTANCE_ID); KIP-848 consumer groups check member epochs (STALE_MEMBER_EPOCH, ...).
 
 Kafka's rules kept here:
-- a commit with generation -1 (and no member) to a group that does not exist creates a "simple" classic
-  group (offsets only); with a generation >= 0 it is GROUP_ID_NOT_FOUND from OffsetCommit v9 on and
-  ILLEGAL_GENERATION before;
+- a commit with a negative generation to a group that does not exist creates a "simple" classic group
+  (offsets only), whatever member id it carries; with a generation >= 0 it is GROUP_ID_NOT_FOUND from
+  OffsetCommit v9 on and ILLEGAL_GENERATION before;
 - metadata longer than `offset.metadata.max.bytes` is OFFSET_METADATA_TOO_LARGE for that partition;
+  despite the key's name Kafka measures the length of the Java string (UTF-16 code units), not its
+  UTF-8 bytes, and so does this module;
 - a fetch of a group that does not exist answers offset -1 for every partition asked (no error); a
   fetch of every offset then answers none;
 - OffsetDelete refuses topics the group subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and is idempotent for
@@ -40,6 +42,11 @@ __all__ = ["CommitRequest", "CommittedOffsets", "OffsetHooks"]
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+
+def _java_length(text: str) -> int:
+    """The length Java's String.length() reports: UTF-16 code units (a character outside the BMP counts 2)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 class OffsetHooks(NamedTuple):
@@ -108,21 +115,22 @@ class CommittedOffsets:
         """Commit offsets; group-level refusals raise ShareError, per-partition outcomes come back."""
         hooks = self._hooks(group_id)
         if hooks is None:
-            if generation_id >= 0 or member_id or group_instance_id is not None:
+            if generation_id >= 0:
                 if api_version >= 9:
                     raise ShareError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
                 raise ShareError(Errors.ILLEGAL_GENERATION, f"Group {group_id} not found.")
             self.create_simple_group(group_id)
             log.info("group %s: created as a simple group by an offset commit", group_id)
-        else:
-            hooks.validate_commit(group_id, member_id, group_instance_id, generation_id, api_version)
+            hooks = self._hooks(group_id)
+            assert hooks is not None
+        hooks.validate_commit(group_id, member_id, group_instance_id, generation_id, api_version)
         now_ms = self.clock.now_ms()
         expire_ms = now_ms + retention_ms if retention_ms >= 0 else -1
         results: dict[TopicPartition, Errors] = {}
         records: list[Record] = []
         for p in partitions:
             metadata = p.metadata or ""
-            if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+            if _java_length(metadata) > self.config.offset_metadata_max_bytes:
                 results[(p.topic, p.partition)] = Errors.OFFSET_METADATA_TOO_LARGE
                 continue
             results[(p.topic, p.partition)] = Errors.NONE

@@ -11,8 +11,8 @@ Kafka's KafkaApis checks before it reaches the coordinator and maps the answers 
   time, v6+ the leader epoch, v7+ the group instance id.
 - OffsetFetch: DESCRIBE on the group (else the group's error), then DESCRIBE on each topic: a requested
   topic the client may not describe answers TOPIC_AUTHORIZATION_FAILED, a fetch of every offset leaves
-  such topics out. v1 answers errors per partition, v2-7 also at top level, v8+ per group (several
-  groups per request); v9 carries the member id and epoch of KIP-848 members. Unknown partitions answer
+  such topics out. v1 answers errors per partition; v2-7 answer a group-level refusal at top level and
+  v8+ per group (several groups per request), with no topics (as Kafka); v9 carries the member id and epoch of KIP-848 members. Unknown partitions answer
   offset -1 without an error.
 - OffsetDelete: DELETE on the group (top-level GROUP_AUTHORIZATION_FAILED), then READ on each topic and
   its existence per partition; GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes.
@@ -109,6 +109,15 @@ def offset_commit_error(ctx: RequestContext, request: Any, code: int) -> Any:
 # -- OffsetFetch -------------------------------------------------------------------------------------
 
 
+def _failed_topics(ctx: RequestContext, topics: Any, code: int) -> list[dict[str, Any]]:
+    """The topics of a group-level refusal: none from v2 on (the group's error code says it all, as in
+    Kafka's OffsetFetchResponse.groupError); v1, which has no group error, repeats it per partition."""
+    if ctx.api_version >= 2:
+        return []
+    return [{"name": t.name, "partitions": [_partition(ctx, p, code=code) for p in t.partition_indexes]}
+            for t in topics or ()]
+
+
 def _fetch_groups(ctx: RequestContext, request: Any) -> list[tuple[str, Any, str | None, int]]:
     """(group id, topics or None, member id, member epoch) of every group asked."""
     if ctx.api_version >= 8:
@@ -127,8 +136,7 @@ async def _fetch_one(ctx: RequestContext, coordinator: Any, group_id: str, topic
                      member_epoch: int) -> tuple[int, list[dict[str, Any]]]:
     """(group error code, topics) of one group."""
     def failed(code: int) -> tuple[int, list[dict[str, Any]]]:
-        return code, [{"name": t.name, "partitions": [_partition(ctx, p, code=code) for p in t.partition_indexes]}
-                      for t in topics or ()]
+        return code, _failed_topics(ctx, topics, code)
 
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return failed(GROUP_AUTH)
@@ -181,8 +189,7 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
 def offset_fetch_error(ctx: RequestContext, request: Any, code: int) -> Any:
     groups = _fetch_groups(ctx, request)
-    shaped = [(g, [{"name": t.name, "partitions": [_partition(ctx, p, code=code) for p in t.partition_indexes]}
-                   for t in topics or ()]) for g, topics, _m, _e in groups]
+    shaped = [(g, _failed_topics(ctx, topics, code)) for g, topics, _m, _e in groups]
     if ctx.api_version >= 8:
         return ctx.response({"throttle_time": 0, "groups": [
             {"group_id": g, "topics": topics, "error_code": code} for g, topics in shaped]})
