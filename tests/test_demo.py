@@ -47,6 +47,17 @@ def demo(tmp_path, **kw):
     return run(run_demo(**kw))
 
 
+@pytest.fixture
+def counted_wall_clock(monkeypatch):
+    """The run's wall clock made deterministic: every reading is 1 ms later than the one before, so a
+    run cut short by its duration stops at the same point of the (seeded) simulation on any machine,
+    however busy (a real 0.05 s could pass before anything was in flight, or just as all was done)."""
+    import sharegroup.demo_run as demo_run
+
+    readings = iter(range(10**9))
+    monkeypatch.setattr(demo_run, "time", types.SimpleNamespace(monotonic=lambda: next(readings) / 1000))
+
+
 def counts(summary):
     return {k: getattr(summary, k) for k in (
         "produced", "producer_batches", "poison_records", "malformed_records", "deliveries", "redeliveries",
@@ -159,7 +170,7 @@ def durable_states_of(data_dir, summary):
 
 
 @pytest.mark.parametrize("records, duration_s", [(2_000, 30.0), (50_000, 0.05)], ids=["complete", "cut-short"])
-def test_no_acknowledged_write_is_lost(tmp_path, records, duration_s):
+def test_no_acknowledged_write_is_lost(tmp_path, counted_wall_clock, records, duration_s):
     """Every record ever produced has, durably, what its leader acknowledged: complete runs end with
     every record durably done; runs cut short also keep the delivery counts of the records in flight."""
     s = demo(tmp_path, records=records, duration_s=duration_s, fsync=True)
@@ -202,7 +213,7 @@ def test_the_same_seed_gives_the_same_run(tmp_path):
     assert counts(other) != counts(first)
 
 
-def test_a_run_cut_short_by_its_duration_leaves_records_in_flight_but_adds_up(tmp_path):
+def test_a_run_cut_short_by_its_duration_leaves_records_in_flight_but_adds_up(tmp_path, counted_wall_clock):
     s = demo(tmp_path, records=50_000, duration_s=0.05)
     assert s.stopped_early and s.produced < 50_000 and s.in_flight > 0
     assert s.produced == s.accepted + s.archived + s.in_flight
