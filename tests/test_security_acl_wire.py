@@ -527,6 +527,26 @@ def test_create_describe_delete_acls_on_the_wire(broker, client):
     assert ("orders", PT.LITERAL, "User:alice", Op.READ, Perm.ALLOW) not in described()
 
 
+@pytest.mark.parametrize("field", ["resource_type", "resource_pattern_type", "operation", "permission_type"])
+def test_create_acls_with_an_unknown_element_fails_request_validation_and_closes(broker, client, field):
+    """Kafka's CreateAclsRequest.validate refuses a creation holding an UNKNOWN (0) element while the
+    request is parsed: the broker closes the connection without an answer, and nothing is created."""
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.ALTER)
+    before = len(broker.broker.authorizer)
+    client.send_raw(client.frame(30, 3, build(request_class(30, 3), {"creations": [
+        creation("fine"), {**creation("bad"), field: 0}]})))
+    assert client.is_closed_by_peer()
+    assert len(broker.broker.authorizer) == before
+
+
+def test_create_acls_with_an_out_of_range_element_is_an_invalid_creation(broker, client):
+    """An id Kafka does not know (not 0) parses as UNKNOWN and is refused for that creation only."""
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.ALTER)
+    created = call(client, 30, 3, {"creations": [creation("fine"), creation("bad", rt=99)]}).results
+    assert [(r.error_code, r.error_message) for r in created] == [
+        (NONE, None), (INVALID_REQUEST, "Invalid resourceType UNKNOWN")]
+
+
 def test_acl_apis_without_an_authorizer_answer_security_disabled(tmp_path):
     plain = BrokerThread(tmp_path)
     client = RawClient(plain.broker.port)

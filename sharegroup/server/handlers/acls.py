@@ -8,6 +8,8 @@ Kafka's rules, in Kafka's order:
 - on a broker without `authorizer.class.name` every request answers SECURITY_DISABLED (54): DescribeAcls
   at top level ("No Authorizer is configured on the broker"), Create/Delete per entry ("No Authorizer is
   configured.");
+- a CreateAcls creation with an UNKNOWN (id 0) resource type, pattern type, operation or permission fails
+  Kafka's request validation: the connection closes without an answer and nothing is created;
 - CreateAcls answers per creation: NONE (creating an existing ACL changes nothing) or INVALID_REQUEST
   with Kafka's message (see `acls.creation_problem`); the valid ones are created (durably) even when
   others in the same request are refused;
@@ -24,6 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
+from ..connection import CloseConnection
 from ..security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType, enum_or_unknown, filter_problem
 
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
@@ -84,7 +87,17 @@ def _binding(creation: Any) -> AclBinding:
     )
 
 
+def _has_unknown_element(creation: Any) -> bool:
+    """Whether a creation holds an UNKNOWN (id 0) element: Kafka's CreateAclsRequest.validate refuses the
+    whole request while parsing it (the connection closes). Other unknown ids parse as UNKNOWN and are
+    refused for that creation only (INVALID_REQUEST)."""
+    return 0 in (int(creation.resource_type), int(creation.resource_pattern_type), int(creation.operation),
+                 int(creation.permission_type))
+
+
 async def create_acls(ctx: RequestContext, request: Any) -> Any:
+    if any(_has_unknown_element(c) for c in request.creations):
+        raise CloseConnection("CreatableAcls contain unrecognized elements.")
     if not _enabled(ctx):
         return create_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER)
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
