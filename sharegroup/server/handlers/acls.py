@@ -13,9 +13,10 @@ Kafka's rules, in Kafka's order:
 - CreateAcls answers per creation: NONE (creating an existing ACL changes nothing) or INVALID_REQUEST
   with Kafka's message (see `acls.creation_problem`); the valid ones are created (durably) even when
   others in the same request are refused;
-- DescribeAcls and DeleteAcls take filters (`acls.AclBindingFilter`); a filter with an UNKNOWN element is
-  INVALID_REQUEST (Describe: top level; Delete: for that filter). DeleteAcls lists, per filter, the ACLs
-  it removed.
+- DescribeAcls and DeleteAcls take filters (`acls.AclBindingFilter`); an UNKNOWN (id 0) element in a
+  filter fails Kafka's request validation (the connection closes, no filter runs); an id Kafka does not
+  know at all parses as UNKNOWN and is INVALID_REQUEST (Describe: top level; Delete: for that filter).
+  DeleteAcls lists, per filter, the ACLs it removed.
 """
 
 from __future__ import annotations
@@ -53,7 +54,17 @@ def _filter(item: Any) -> AclBindingFilter:
 # -- DescribeAcls -------------------------------------------------------------------------------------
 
 
+def _unknown_in_filter(item: Any) -> bool:
+    """Whether a DescribeAcls request or DeleteAcls filter holds an UNKNOWN (id 0) element: Kafka's request
+    classes refuse it while parsing (the connection closes). Other unknown ids parse as UNKNOWN and meet
+    `filter_problem` (INVALID_REQUEST)."""
+    return 0 in (int(item.resource_type_filter), int(item.pattern_type_filter), int(item.operation),
+                 int(item.permission_type))
+
+
 async def describe_acls(ctx: RequestContext, request: Any) -> Any:
+    if _unknown_in_filter(request):
+        raise CloseConnection("DescribeAclsRequest contains UNKNOWN elements")
     if not _enabled(ctx):
         return describe_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER_DESCRIBE)
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -123,6 +134,8 @@ def _matching(b: AclBinding) -> dict[str, Any]:
 
 
 async def delete_acls(ctx: RequestContext, request: Any) -> Any:
+    if any(_unknown_in_filter(f) for f in request.filters):
+        raise CloseConnection("Filters contain UNKNOWN elements")
     if not _enabled(ctx):
         return delete_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER)
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
