@@ -15,7 +15,8 @@ Kafka's rules, in Kafka's order:
   others in the same request are refused;
 - DescribeAcls and DeleteAcls take filters (`acls.AclBindingFilter`); an UNKNOWN (id 0) element in a
   filter fails Kafka's request validation (the connection closes, no filter runs); an id Kafka does not
-  know at all parses as UNKNOWN and is INVALID_REQUEST (Describe: top level; Delete: for that filter).
+  know at all parses as UNKNOWN: DescribeAcls matches nothing with it (Kafka checks no describe filter),
+  DeleteAcls answers INVALID_REQUEST for that filter.
   DeleteAcls lists, per filter, the ACLs it removed.
 """
 
@@ -28,7 +29,7 @@ from kio.schema.errors import ErrorCode
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..connection import CloseConnection
-from ..security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType, enum_or_unknown, filter_problem
+from ..security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType, enum_or_unknown
 
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
@@ -56,8 +57,8 @@ def _filter(item: Any) -> AclBindingFilter:
 
 def _unknown_in_filter(item: Any) -> bool:
     """Whether a DescribeAcls request or DeleteAcls filter holds an UNKNOWN (id 0) element: Kafka's request
-    classes refuse it while parsing (the connection closes). Other unknown ids parse as UNKNOWN and meet
-    `filter_problem` (INVALID_REQUEST)."""
+    classes refuse it while parsing (the connection closes). Other unknown ids parse as UNKNOWN (see the
+    module docstring)."""
     return 0 in (int(item.resource_type_filter), int(item.pattern_type_filter), int(item.operation),
                  int(item.permission_type))
 
@@ -69,10 +70,7 @@ async def describe_acls(ctx: RequestContext, request: Any) -> Any:
         return describe_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER_DESCRIBE)
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return describe_error(ctx, request, ErrorCode.cluster_authorization_failed)
-    acl_filter = _filter(request)
-    problem = filter_problem(acl_filter)
-    if problem is not None:
-        return describe_error(ctx, request, ErrorCode.invalid_request, problem)
+    acl_filter = _filter(request)  # Kafka checks no filter here: one with an UNKNOWN element matches nothing
     resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for b in ctx.broker.authorizer.acls(acl_filter):
         resources.setdefault((b.resource_type, b.name, b.pattern_type), []).append(
