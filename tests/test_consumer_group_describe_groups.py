@@ -13,7 +13,7 @@ from sharegroup.coordinator.consumer_protocol import decode_assignment, subscrib
 from sharegroup.server.codec import build, request_class
 from tests.consumer_group_env import T1, T2, ConsumerEnv
 from tests.server_harness import BrokerThread
-from tests.test_server_consumer_group_wire import OVERRIDES, heartbeat
+from tests.test_server_consumer_group_wire import OVERRIDES, describe, heartbeat
 
 DESCRIBE_GROUPS = 15
 NONE, GROUP_ID_NOT_FOUND = 0, 69
@@ -85,5 +85,27 @@ def test_consumer_group_describe_answers_the_authorized_operations_when_asked(br
         assert (g.error_code, g.authorized_operations) == (NONE, (1 << 3) | (1 << 8) | (1 << 10) | (1 << 11))
         (g,) = client.request(DESCRIBE, 1, build(request_class(DESCRIBE, 1), {**body, "include_authorized_operations": False})).groups
         assert g.authorized_operations == -2147483648
+    finally:
+        broker.broker.authorizer = saved
+
+
+def test_consumer_group_describe_checks_only_assigned_topics_with_kafkas_message(broker, client):
+    """Kafka checks DESCRIBE on the topics of the members' assignments and target assignments (not on
+    the subscription), and a refusal reads "The group has described topic(s) that the client is not
+    authorized to describe." with no members."""
+    from sharegroup.server.authorization import AclOperation, ResourceType
+    from tests.test_server_consumer_group_wire import DESCRIBE, Recording
+
+    r = heartbeat(client, "m1", 0, ["t", "absent-topic"], group="assigned-only")
+    assert r.error_code == NONE
+    saved = broker.broker.authorizer
+    try:
+        broker.broker.authorizer = Recording(deny={(AclOperation.DESCRIBE, ResourceType.TOPIC, "absent-topic")})
+        (g,) = describe(client, "assigned-only").groups
+        assert (g.error_code, [m.member_id for m in g.members]) == (NONE, ["m1"])
+        broker.broker.authorizer = Recording(deny={(AclOperation.DESCRIBE, ResourceType.TOPIC, "t")})
+        (g,) = describe(client, "assigned-only").groups
+        assert (g.error_code, g.error_message, g.members) == (
+            29, "The group has described topic(s) that the client is not authorized to describe.", ())
     finally:
         broker.broker.authorizer = saved

@@ -518,13 +518,54 @@ def test_create_describe_delete_acls_on_the_wire(broker, client):
     assert described(rt=RT.TOPIC, name="ord", pattern=PT.PREFIXED) == [
         ("ord", PT.PREFIXED, "User:alice", Op.WRITE, Perm.DENY)]
     assert described(perm=Perm.DENY) == [("ord", PT.PREFIXED, "User:alice", Op.WRITE, Perm.DENY)]
-    bad = call(client, 29, 3, acl_filter(pattern=PT.UNKNOWN))
-    assert (bad.error_code, bad.error_message) == (INVALID_REQUEST, "Unknown patternFilter.")
+    # an id Kafka does not know (not 0) parses as UNKNOWN, which the parser lets through: DescribeAcls
+    # (no filter check in Kafka) matches nothing, DeleteAcls refuses that filter
+    for unknown in (acl_filter(rt=99), acl_filter(pattern=99), acl_filter(op=99), acl_filter(perm=99)):
+        bad = call(client, 29, 3, unknown)
+        assert (bad.error_code, bad.error_message, bad.resources) == (NONE, None, ())
     results = call(client, 31, 3, {"filters": [acl_filter(rt=RT.TOPIC, name="orders", pattern=PT.LITERAL),
-                                               acl_filter(op=Op.UNKNOWN)]}).filter_results
+                                               acl_filter(op=99)]}).filter_results
     assert [(r.error_code, r.error_message, [(m.resource_name, m.operation) for m in r.matching_acls])
             for r in results] == [(NONE, None, [("orders", Op.READ)]), (INVALID_REQUEST, "Unknown entryFilter.", [])]
     assert ("orders", PT.LITERAL, "User:alice", Op.READ, Perm.ALLOW) not in described()
+
+
+@pytest.mark.parametrize("field", ["resource_type", "resource_pattern_type", "operation", "permission_type"])
+def test_create_acls_with_an_unknown_element_fails_request_validation_and_closes(broker, client, field):
+    """Kafka's CreateAclsRequest.validate refuses a creation holding an UNKNOWN (0) element while the
+    request is parsed: the broker closes the connection without an answer, and nothing is created."""
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.ALTER)
+    before = len(broker.broker.authorizer)
+    client.send_raw(client.frame(30, 3, build(request_class(30, 3), {"creations": [
+        creation("fine"), {**creation("bad"), field: 0}]})))
+    assert client.is_closed_by_peer()
+    assert len(broker.broker.authorizer) == before
+
+
+@pytest.mark.parametrize("field", ["resource_type_filter", "pattern_type_filter", "operation", "permission_type"])
+def test_describe_and_delete_acls_with_an_unknown_filter_element_close_the_connection(broker, client, field):
+    """Kafka's DescribeAclsRequest / DeleteAclsRequest refuse an UNKNOWN (0) filter element while the
+    request is parsed: the connection closes without an answer, and no filter of it runs."""
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.ALTER)
+    before = len(broker.broker.authorizer)
+    client.send_raw(client.frame(29, 3, build(request_class(29, 3), {**acl_filter(), field: 0})))
+    assert client.is_closed_by_peer()
+    other = RawClient(broker.broker.port)
+    try:
+        other.send_raw(other.frame(31, 3, build(request_class(31, 3), {"filters": [
+            acl_filter(), {**acl_filter(), field: 0}]})))
+        assert other.is_closed_by_peer()
+    finally:
+        other.close()
+    assert len(broker.broker.authorizer) == before
+
+
+def test_create_acls_with_an_out_of_range_element_is_an_invalid_creation(broker, client):
+    """An id Kafka does not know (not 0) parses as UNKNOWN and is refused for that creation only."""
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.ALTER)
+    created = call(client, 30, 3, {"creations": [creation("fine"), creation("bad", rt=99)]}).results
+    assert [(r.error_code, r.error_message) for r in created] == [
+        (NONE, None), (INVALID_REQUEST, "Invalid resourceType UNKNOWN")]
 
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(tmp_path):

@@ -178,3 +178,35 @@ def test_re_authentication_over_raw_tokens_keeps_the_principal():
         _run(gate, b"\0dave\0pw")
     assert refused.value.response is None
     assert gate.outcomes == [("PLAIN", True, False), ("PLAIN", True, True), ("PLAIN", False, True)]
+
+
+# -- audit: Kafka's exact outcomes ------------------------------------------------------------------------
+
+
+def test_a_second_api_versions_before_the_handshake_closes_at_once_and_is_no_failed_login():
+    """Kafka's `handleApiVersionsRequest` throws IllegalStateException (not an authentication exception)
+    when ApiVersions comes again: the connection closes at once, without the failed-login delay."""
+    gate = _gate(_Clock(), delay_ms=250)
+    versions = _frame(18, 3, req(18, 3, client_software_name="t", client_software_version="1"))
+    assert _run(gate, versions) == b"api"
+    with pytest.raises(CloseConnection) as closed:
+        _run(gate, versions)
+    assert not isinstance(closed.value, DelayedClose)
+    assert gate.state is SaslState.FAILED and gate.outcomes == []
+
+
+def test_re_authentication_with_another_mechanism_fails_without_an_answer():
+    """Kafka's REAUTH_BAD_MECHANISM state throws before the SaslAuthenticate is handled, so no response
+    is built: the connection closes after the delay with nothing sent."""
+    clock = _Clock()
+    gate = SaslAuthenticator(mechanisms=["PLAIN", "SCRAM-SHA-256"],
+                             new_server=lambda m: PlainServer({"carol": "pw"}, ScramCredentialStore(None)),
+                             registry=_Registry, ctx_for=lambda header: None, handle_api=None,
+                             failed_delay_ms=250, max_reauth_ms=lambda mechanism: 1000,
+                             max_receive_size=524288, now_ms=clock)
+    _login(gate)
+    assert _run(gate, _frame(17, 1, req(17, 1, mechanism="SCRAM-SHA-256"))) is not None
+    with pytest.raises(DelayedClose, match="SASL mechanism 'SCRAM-SHA-256' requested by client is not supported "
+                                           "for re-authentication of mechanism 'PLAIN'") as refused:
+        _run(gate, _frame(36, 2, req(36, 2, auth_bytes=b"n,,n=carol,r=abc")))
+    assert (refused.value.response, refused.value.delay_s) == (None, 0.25)

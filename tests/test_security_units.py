@@ -436,3 +436,45 @@ def test_configs_users_alters_describes_and_reports_kafkas_messages(plain_broker
     assert code == 1 and "must be at least 4096" in out
     salted = plain_broker.broker.security.store.get("frank", "SCRAM-SHA-256")
     assert salted is not None and salted.iterations == 8192 and b"pw-1" not in salted.to_text().encode()
+
+
+def test_alter_scram_a_user_whose_first_entry_is_invalid_keeps_that_error_not_duplicate_resource(plain_broker):
+    """Kafka validates the first entry of a user; a later entry of a user that already failed is skipped,
+    so the answer is the first entry's error (DUPLICATE_RESOURCE only follows a valid first entry)."""
+    client = RawClient(plain_broker.broker.port)
+    try:
+        resp = client.request(51, 0, req(51, 0, deletions=[{"name": "v1", "mechanism": 9}], upsertions=[
+            _upsert("v1"), _upsert("v2", iterations=100), _upsert("v2"), _upsert("v3"), _upsert("v3", iterations=100)]))
+        assert sorted((r.user, r.error_code, r.error_message) for r in resp.results) == [
+            ("v1", ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"),
+            ("v2", ErrorCode.unacceptable_credential, "Too few iterations"),
+            ("v3", ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request"),
+        ]
+        assert [u for u in plain_broker.broker.security.store.users() if u.startswith("v")] == []
+    finally:
+        client.close()
+
+
+def test_refused_scram_credential_requests_answer_kafkas_error_response_shapes(tmp_path):
+    """Describe: the top-level error and one result per listed user (no name) with the same code; Alter:
+    one result per distinct user, sorted by name (Kafka's getErrorResponse)."""
+    class DenyAll:
+        def authorize(self, principal, host, operation, resource_type, name):
+            return False
+
+    b = BrokerThread(tmp_path)
+    b.broker.authorizer = DenyAll()
+    client = RawClient(b.broker.port)
+    try:
+        d = client.request(50, 0, req(50, 0, users=[{"name": "bob"}, {"name": "alice"}]))
+        assert (d.error_code, d.error_message) == (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+        assert [(r.user, r.error_code, r.error_message) for r in d.results] == [
+            ("", ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")] * 2
+        a = client.request(51, 0, req(51, 0, deletions=[{"name": "zed", "mechanism": 1}],
+                                      upsertions=[_upsert("bob"), _upsert("amy"), _upsert("bob")]))
+        assert [(r.user, r.error_code) for r in a.results] == [
+            ("amy", ErrorCode.cluster_authorization_failed), ("bob", ErrorCode.cluster_authorization_failed),
+            ("zed", ErrorCode.cluster_authorization_failed)]
+    finally:
+        client.close()
+        b.stop()

@@ -205,8 +205,10 @@ def test_find_coordinator_batched_group_and_share_keys(broker, client):
 def test_find_coordinator_refuses_transactions_and_unknown_key_types(client):
     assert client.request(10, 3, req(10, 3, key="tx", key_type=1)).error_code == ErrorCode.coordinator_not_available
     assert client.request(10, 3, req(10, 3, key="g", key_type=7)).error_code == ErrorCode.invalid_request
+    # Kafka's getCoordinator: a SHARE key below v6 is INVALID_REQUEST, whatever the key.
     assert client.request(10, 5, req(10, 5, key_type=2, coordinator_keys=["g:x:0"])).coordinators[0].error_code == (
-        ErrorCode.unsupported_version)
+        ErrorCode.invalid_request)
+    assert client.request(10, 3, req(10, 3, key="g:x:0", key_type=2)).error_code == ErrorCode.invalid_request
 
 
 # -- CreateTopics -------------------------------------------------------------------------------------

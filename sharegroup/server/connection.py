@@ -205,7 +205,7 @@ class Connection:
         started = time.perf_counter()
         try:
             response = await handler.handle(ctx, request)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, CloseConnection):  # CloseConnection: a request Kafka refuses to parse
             raise
         except Exception:
             log.exception("%s v%d from %s failed", handler.name, version, self.peer)

@@ -8,12 +8,16 @@ Kafka's rules, in Kafka's order:
 - on a broker without `authorizer.class.name` every request answers SECURITY_DISABLED (54): DescribeAcls
   at top level ("No Authorizer is configured on the broker"), Create/Delete per entry ("No Authorizer is
   configured.");
+- a CreateAcls creation with an UNKNOWN (id 0) resource type, pattern type, operation or permission fails
+  Kafka's request validation: the connection closes without an answer and nothing is created;
 - CreateAcls answers per creation: NONE (creating an existing ACL changes nothing) or INVALID_REQUEST
   with Kafka's message (see `acls.creation_problem`); the valid ones are created (durably) even when
   others in the same request are refused;
-- DescribeAcls and DeleteAcls take filters (`acls.AclBindingFilter`); a filter with an UNKNOWN element is
-  INVALID_REQUEST (Describe: top level; Delete: for that filter). DeleteAcls lists, per filter, the ACLs
-  it removed.
+- DescribeAcls and DeleteAcls take filters (`acls.AclBindingFilter`); an UNKNOWN (id 0) element in a
+  filter fails Kafka's request validation (the connection closes, no filter runs); an id Kafka does not
+  know at all parses as UNKNOWN: DescribeAcls matches nothing with it (Kafka checks no describe filter),
+  DeleteAcls answers INVALID_REQUEST for that filter.
+  DeleteAcls lists, per filter, the ACLs it removed.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from kio.schema.errors import ErrorCode
 
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
-from ..security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType, enum_or_unknown, filter_problem
+from ..connection import CloseConnection
+from ..security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType, enum_or_unknown
 
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
@@ -50,15 +55,22 @@ def _filter(item: Any) -> AclBindingFilter:
 # -- DescribeAcls -------------------------------------------------------------------------------------
 
 
+def _unknown_in_filter(item: Any) -> bool:
+    """Whether a DescribeAcls request or DeleteAcls filter holds an UNKNOWN (id 0) element: Kafka's request
+    classes refuse it while parsing (the connection closes). Other unknown ids parse as UNKNOWN (see the
+    module docstring)."""
+    return 0 in (int(item.resource_type_filter), int(item.pattern_type_filter), int(item.operation),
+                 int(item.permission_type))
+
+
 async def describe_acls(ctx: RequestContext, request: Any) -> Any:
+    if _unknown_in_filter(request):
+        raise CloseConnection("DescribeAclsRequest contains UNKNOWN elements")
     if not _enabled(ctx):
         return describe_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER_DESCRIBE)
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return describe_error(ctx, request, ErrorCode.cluster_authorization_failed)
-    acl_filter = _filter(request)
-    problem = filter_problem(acl_filter)
-    if problem is not None:
-        return describe_error(ctx, request, ErrorCode.invalid_request, problem)
+    acl_filter = _filter(request)  # Kafka checks no filter here: one with an UNKNOWN element matches nothing
     resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for b in ctx.broker.authorizer.acls(acl_filter):
         resources.setdefault((b.resource_type, b.name, b.pattern_type), []).append(
@@ -84,7 +96,17 @@ def _binding(creation: Any) -> AclBinding:
     )
 
 
+def _has_unknown_element(creation: Any) -> bool:
+    """Whether a creation holds an UNKNOWN (id 0) element: Kafka's CreateAclsRequest.validate refuses the
+    whole request while parsing it (the connection closes). Other unknown ids parse as UNKNOWN and are
+    refused for that creation only (INVALID_REQUEST)."""
+    return 0 in (int(creation.resource_type), int(creation.resource_pattern_type), int(creation.operation),
+                 int(creation.permission_type))
+
+
 async def create_acls(ctx: RequestContext, request: Any) -> Any:
+    if any(_has_unknown_element(c) for c in request.creations):
+        raise CloseConnection("CreatableAcls contain unrecognized elements.")
     if not _enabled(ctx):
         return create_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER)
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -110,6 +132,8 @@ def _matching(b: AclBinding) -> dict[str, Any]:
 
 
 async def delete_acls(ctx: RequestContext, request: Any) -> Any:
+    if any(_unknown_in_filter(f) for f in request.filters):
+        raise CloseConnection("Filters contain UNKNOWN elements")
     if not _enabled(ctx):
         return delete_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER)
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):

@@ -8,7 +8,8 @@ answers. v0 clients may join with an empty member id (the coordinator picks one)
 
 ConsumerGroupDescribe answers per group: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), an empty id
 is INVALID_GROUP_ID, a missing group or one of another type GROUP_ID_NOT_FOUND; a group whose members
-subscribe to or hold topics the caller may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED. With
+hold (in their assignment or target assignment) topics the caller may not DESCRIBE gets
+TOPIC_AUTHORIZATION_FAILED with Kafka's message and no members (subscriptions are not checked). With
 `include_authorized_operations` each group carries the operations the caller may perform on it.
 """
 
@@ -77,11 +78,11 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
             groups.append(_described_error(group_id, int(exc.error), exc.message or None))
             continue
         names = {t: _topic_name(ctx, t) for m in description.members for t in {*m.assignment, *m.target_assignment}}
-        used = {n for m in description.members for n in m.subscribed_topic_names} | set(names.values()) - {""}
+        used = set(names.values()) - {""}  # Kafka checks the assigned and target topics, not the subscriptions
         if any(not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in sorted(used)):
             groups.append(_described_error(
                 group_id, ErrorCode.topic_authorization_failed,
-                "The described group uses topics that the client is not authorized to describe."))
+                "The group has described topic(s) that the client is not authorized to describe."))
             continue
         groups.append({
             "error_code": ErrorCode.none, "group_id": description.group_id, "group_state": str(description.state),

@@ -2,7 +2,8 @@
 
 Key types (Kafka's `CoordinatorType`): 0 GROUP (the key is a group id, non-empty), 1 TRANSACTION (not
 supported here: COORDINATOR_NOT_AVAILABLE, so a transactional producer fails clearly instead of waiting),
-2 SHARE (the key is `groupId:topicId:partition`, v6+; a malformed key is INVALID_REQUEST). Any other key
+2 SHARE (the key is `groupId:topicId:partition`, v6+, below v6 INVALID_REQUEST as in Kafka; a malformed
+key is INVALID_REQUEST). Any other key
 type is INVALID_REQUEST. Versions 0-3 carry one key; v4+ carry a batch and answer one entry per key.
 
 Authorization per key, before the key is validated (Kafka's order): GROUP needs DESCRIBE on the group
@@ -63,7 +64,7 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | No
         return ErrorCode.none, None
     if key_type == SHARE:
         if ctx.api_version < FIRST_SHARE_VERSION:
-            return ErrorCode.unsupported_version, "SHARE coordinator keys need FindCoordinator v6"
+            return ErrorCode.invalid_request, "SHARE coordinator keys need FindCoordinator v6"
         if not ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
             return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
         if not _share_key_valid(key):

@@ -8,7 +8,8 @@ Kafka's rules (its controller's), with its codes and messages:
   mechanisms and iteration counts, never a salt or key. A user without credential is RESOURCE_NOT_FOUND,
   a user named twice DUPLICATE_RESOURCE.
 - Alter: one result per user. A user named twice in one request (even for two mechanisms, or in a
-  deletion and an upsertion) is DUPLICATE_RESOURCE; an empty name UNACCEPTABLE_CREDENTIAL; an unknown
+  deletion and an upsertion) is DUPLICATE_RESOURCE, unless its first entry was already refused (that
+  refusal is the answer, later entries are ignored: Kafka's order); an empty name UNACCEPTABLE_CREDENTIAL; an unknown
   mechanism UNSUPPORTED_SASL_MECHANISM; iterations outside 4096..16384 UNACCEPTABLE_CREDENTIAL; deleting
   a credential that does not exist RESOURCE_NOT_FOUND. An upsertion carries the salted password (the
   client derived it: the password never travels); the broker keeps the stored and server keys.
@@ -76,8 +77,10 @@ def _described(name: str, code: int, message: str | None, infos: list[dict[str, 
 
 
 def describe_error(ctx: RequestContext, request: Any, code: int) -> Any:
+    """Kafka's error response: the top-level error, and one result (without a user name) per listed user."""
     message = CLUSTER_DENIED if code == ErrorCode.cluster_authorization_failed else None
-    return ctx.response({"throttle_time": 0, "error_code": code, "error_message": message, "results": []})
+    return ctx.response({"throttle_time": 0, "error_code": code, "error_message": message, "results": [
+        _described("", code, message) for _ in request.users or ()]})
 
 
 def _upsertion_error(store: Any, upsertion: Any) -> tuple[int, str] | None:
@@ -112,21 +115,23 @@ async def alter(ctx: RequestContext, request: Any) -> Any:
         return alter_error(ctx, request, ErrorCode.cluster_authorization_failed)
     store = _store(ctx)
     entries = [(d.name, d, False) for d in request.deletions] + [(u.name, u, True) for u in request.upsertions]
-    counts: dict[str, int] = {}
-    for name, _entry, _up in entries:
-        counts[name] = counts.get(name, 0) + 1
+    # Kafka's order: a user's first entry is validated; a later entry of a user whose first one was valid
+    # turns it into DUPLICATE_RESOURCE; a later entry of a user already refused is ignored.
     outcome: dict[str, tuple[int, str | None]] = {}
-    upserts, deletions = [], []
+    valid: dict[str, tuple[Any, bool]] = {}
     for name, entry, is_upsert in entries:
-        if name in outcome:
+        if name in outcome and name not in valid:
             continue
-        if counts[name] > 1:
+        if name in valid:
+            del valid[name]
             outcome[name] = (ErrorCode.duplicate_resource, DUPLICATE_ALTER)
             continue
         error = _upsertion_error(store, entry) if is_upsert else _deletion_error(store, entry)
-        if error is not None:
-            outcome[name] = error
-            continue
+        outcome[name] = (ErrorCode.none, None) if error is None else error
+        if error is None:
+            valid[name] = (entry, is_upsert)
+    upserts, deletions = [], []
+    for name, (entry, is_upsert) in valid.items():
         mechanism = MECHANISM_NAMES[int(entry.mechanism)]
         if is_upsert:
             credential = credential_from_salted_password(mechanism, bytes(entry.salt), bytes(entry.salted_password),
@@ -134,7 +139,6 @@ async def alter(ctx: RequestContext, request: Any) -> Any:
             upserts.append((name, mechanism, credential))
         else:
             deletions.append((name, mechanism))
-        outcome[name] = (ErrorCode.none, None)
     if upserts or deletions:
         async with _lock:
             await asyncio.to_thread(store.apply, upserts, deletions)
@@ -145,7 +149,7 @@ async def alter(ctx: RequestContext, request: Any) -> Any:
 
 def alter_error(ctx: RequestContext, request: Any, code: int) -> Any:
     message = CLUSTER_DENIED if code == ErrorCode.cluster_authorization_failed else None
-    names = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
+    names = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})  # as Kafka
     return ctx.response({"throttle_time": 0, "results": [
         {"user": name, "error_code": code, "error_message": message} for name in names]})
 

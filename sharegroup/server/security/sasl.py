@@ -28,9 +28,10 @@ sees every frame, and it lets through only what Kafka lets through:
    disconnected when its session ends.
 7. Re-authentication: a SaslHandshake on a logged-in connection starts one only when the session has
    a lifetime and the previous re-authentication started at least `MIN_REAUTH_INTERVAL_MS` before;
-   then the same mechanism and the same principal must follow. Otherwise the SaslHandshake is an
-   ordinary request: the handler answers ILLEGAL_SASL_STATE with no mechanisms and the connection
-   stays (Kafka's `maybeBeginServerReauthentication`).
+   then the same mechanism and the same principal must follow (another mechanism: the handshake is
+   answered, but the next token is a failed login with no answer, as Kafka's REAUTH_BAD_MECHANISM
+   state). Otherwise the SaslHandshake is an ordinary request: the handler answers ILLEGAL_SASL_STATE
+   with no mechanisms and the connection stays (Kafka's `maybeBeginServerReauthentication`).
 """
 
 from __future__ import annotations
@@ -215,6 +216,9 @@ class SaslAuthenticator:
                 if self._registry.get(key, version) is not None:
                     self.state = SaslState.HANDSHAKE_REQUEST  # a bad version may be retried
                 return out
+            if key == API_VERSIONS_KEY:  # Kafka: IllegalStateException, not a failed login: closed at once
+                raise CloseConnection(f"Unexpected ApiVersions request received during SASL authentication "
+                                      f"state {self.state.value}")
             if key != SASL_HANDSHAKE_KEY:  # IllegalSaslStateException: a failed login, closed after the delay
                 raise DelayedClose(f"Unexpected Kafka request of type {_api_name(key)} during SASL handshake.",
                                    None, self.failed_delay_s)
@@ -260,9 +264,9 @@ class SaslAuthenticator:
         assert self._server is not None
         reauth = self.state is SaslState.REAUTH_AUTHENTICATE
         cls = response_class(SASL_AUTHENTICATE_KEY, version)
+        if self._bad_reauth_mechanism is not None:  # Kafka fails before handling the request: no answer
+            raise DelayedClose(self._bad_reauth_mechanism, None, self.failed_delay_s)
         try:
-            if self._bad_reauth_mechanism is not None:
-                raise SaslAuthenticationFailed(self._bad_reauth_mechanism)
             reply = await self._server.evaluate(token)
         except (SaslAuthenticationFailed, SaslFailure) as exc:
             log.info("SASL %s authentication failed: %s", self._server.mechanism, exc)

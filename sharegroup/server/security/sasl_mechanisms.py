@@ -4,8 +4,8 @@ Each server takes the client's tokens one at a time (`evaluate`) and answers the
 when `complete` is true, `user` is the authenticated name and the principal is `User:<user>`.
 
 Failures come in Kafka's two kinds, because the client sees them differently:
-- `SaslAuthenticationFailed(message)`: the client gets `message` verbatim (PLAIN's messages, SCRAM's
-  authorization-id check);
+- `SaslAuthenticationFailed(message)`: the client gets `message` verbatim (all of PLAIN's messages,
+  its token count included, and SCRAM's authorization-id check);
 - `SaslFailure(detail)`: the client gets only the generic text "Authentication failed during
   authentication due to invalid credentials with SASL mechanism <MECH>", so it never learns whether a
   user exists; `detail` is for the broker's log.
@@ -85,7 +85,7 @@ class PlainServer:
             raise SaslFailure("PLAIN exchange already complete")
         tokens = _tokens(token.decode("utf-8", errors="replace"))
         if len(tokens) != 3:
-            raise SaslFailure(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(tokens)}")
+            raise SaslAuthenticationFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(tokens)}")
         authzid, username, password = tokens
         if not username:
             raise SaslAuthenticationFailed("Authentication failed: username not specified")
