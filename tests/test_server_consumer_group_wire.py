@@ -96,6 +96,9 @@ def test_errors_are_top_level(client):
     assert (share.error_code, share.error_message) == (GROUP_ID_NOT_FOUND, "Group g is not a share group.")
     (missing, blank) = describe(client, "nope", "").groups
     assert (missing.error_code, blank.error_code) == (GROUP_ID_NOT_FOUND, INVALID_GROUP_ID)
+    # an error entry leaves the other fields at the schema's defaults, as Kafka's does
+    assert (missing.group_state, missing.group_epoch, missing.assignment_epoch, missing.assignor_name,
+            missing.members, missing.authorized_operations) == ("", 0, 0, "", (), -(2**31))
 
 
 def test_heartbeat_authorization_read_group_then_describe_topics(broker, client):

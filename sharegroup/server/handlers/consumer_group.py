@@ -23,9 +23,13 @@ from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
 from .classic_group import GROUP_OPERATIONS
-from .share_group import describe_error, heartbeat_error, heartbeat_response  # the same response shapes as the share APIs
-
-_NO_OPERATIONS = -2147483648
+from .share_group import (  # the same response shapes as the share APIs
+    NO_OPERATIONS,
+    describe_error,
+    described_error,
+    heartbeat_error,
+    heartbeat_response,
+)
 
 
 def _coordinator(ctx: RequestContext) -> Any:
@@ -67,20 +71,20 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
     groups = []
     for group_id in request.group_ids:
         if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            groups.append(_described_error(group_id, ErrorCode.group_authorization_failed))
+            groups.append(described_error(group_id, ErrorCode.group_authorization_failed))
             continue
         if coordinator is None:
-            groups.append(_described_error(group_id, ErrorCode.coordinator_not_available))
+            groups.append(described_error(group_id, ErrorCode.coordinator_not_available))
             continue
         try:
             description = coordinator.consumer_group_describe(group_id)
         except ShareError as exc:
-            groups.append(_described_error(group_id, int(exc.error), exc.message or None))
+            groups.append(described_error(group_id, int(exc.error), exc.message or None))
             continue
         names = {t: _topic_name(ctx, t) for m in description.members for t in {*m.assignment, *m.target_assignment}}
         used = set(names.values()) - {""}  # Kafka checks the assigned and target topics, not the subscriptions
         if any(not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in sorted(used)):
-            groups.append(_described_error(
+            groups.append(described_error(
                 group_id, ErrorCode.topic_authorization_failed,
                 "The group has described topic(s) that the client is not authorized to describe."))
             continue
@@ -106,7 +110,7 @@ def _authorized_operations(ctx: RequestContext, request: Any, group_id: str) -> 
     """The bit set of the group operations the caller may perform, when the request asks for it (as
     DescribeGroups answers it)."""
     if not getattr(request, "include_authorized_operations", False):
-        return _NO_OPERATIONS
+        return NO_OPERATIONS
     return sum(1 << int(op) for op in GROUP_OPERATIONS if ctx.authorized(op, ResourceType.GROUP, group_id))
 
 
@@ -120,12 +124,6 @@ def _assignment(assignment: dict, names: dict) -> dict[str, Any]:
     out, as Kafka describes only topics of its current metadata."""
     return {"topic_partitions": [{"topic_id": t, "topic_name": names[t], "partitions": list(ps)}
                                  for t, ps in sorted(assignment.items()) if names.get(t)]}
-
-
-def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
-    return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
-            "authorized_operations": _NO_OPERATIONS}
 
 
 HANDLERS = (

@@ -87,19 +87,19 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
     groups = []
     for group_id in request.group_ids:
         if share is None:
-            groups.append(_described_error(group_id, ErrorCode.coordinator_not_available))
+            groups.append(described_error(group_id, ErrorCode.coordinator_not_available))
             continue
         if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            groups.append(_described_error(group_id, ErrorCode.group_authorization_failed))
+            groups.append(described_error(group_id, ErrorCode.group_authorization_failed))
             continue
         try:
             description = share.coordinator.describe_group(group_id)
         except ShareError as exc:
-            groups.append(_described_error(group_id, int(exc.error), exc.message or None))
+            groups.append(described_error(group_id, int(exc.error), exc.message or None))
             continue
         assigned = {_topic_name(ctx, t) for m in description.members for t in m.assignment}
         if not all(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name) for name in assigned if name):
-            groups.append(_described_error(group_id, ErrorCode.topic_authorization_failed, UNDESCRIBABLE_TOPICS))
+            groups.append(described_error(group_id, ErrorCode.topic_authorization_failed, UNDESCRIBABLE_TOPICS))
             continue
         include_ops = bool(getattr(request, "include_authorized_operations", False))
         groups.append({
@@ -128,14 +128,16 @@ def _topic_partitions(ctx: RequestContext, topic_id: Any, partitions: list[int])
     return {"topic_id": topic_id, "topic_name": _topic_name(ctx, topic_id), "partitions": list(partitions)}
 
 
-def _described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
+def described_error(group_id: str, code: int, message: str | None = None) -> dict[str, Any]:
+    """A described group that failed (share or consumer group): the code and message, every other field
+    at the schema's default, as Kafka leaves them."""
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
             "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
             "authorized_operations": NO_OPERATIONS}
 
 
 def describe_error(ctx: RequestContext, request: Any, code: int) -> Any:
-    return ctx.response({"throttle_time": 0, "groups": [_described_error(g, code) for g in request.group_ids]})
+    return ctx.response({"throttle_time": 0, "groups": [described_error(g, code) for g in request.group_ids]})
 
 
 HANDLERS = (
