@@ -416,3 +416,40 @@ def test_listening_on_every_interface_advertises_the_address_the_client_used(tmp
         c.close()
     finally:
         b.stop()
+
+
+def _topic(name, partitions=1, rf=1, configs=(), assignments=()):
+    return {"name": name, "num_partitions": partitions, "replication_factor": rf,
+            "assignments": [{"partition_index": p, "broker_ids": [1]} for p in assignments],
+            "configs": [{"name": k, "value": v} for k, v in configs]}
+
+
+def test_create_topics_checks_in_kafkas_order(broker, client):
+    """Kafka's controller checks a new topic's name, then whether it exists, then its configs, then its
+    replica assignment / replication factor / partition count: the first failing check decides the code."""
+    _create(client, "exists")
+    topics = [
+        _topic("exists", 1, 3),  # exists, and an unreachable replication factor
+        _topic("exists2", 0, 1),
+        _topic("bad name", 1, 3),
+        _topic("cfg_rf", 1, 3, [("retention.msec", "1")]),  # bad config before the replication factor
+        _topic("cfg_parts", 0, 1, [("segment.bytes", "1")]),
+        _topic("null_cfg", -1, 0, [("retention.ms", None)]),
+        _topic("rf0_parts0", 0, 0),  # replication factor before partitions
+        _topic("parts0_rf3", 0, 3),  # partitions before the placement of 3 replicas
+        _topic("assigned", 1, -1, assignments=[0]),
+    ]
+    _create(client, "exists2")
+    resp = client.request(19, 7, req(19, 7, topics=topics, timeout=5000, validate_only=False))
+    assert {t.name: t.error_code for t in resp.topics} == {
+        "exists": ErrorCode.topic_already_exists,
+        "exists2": ErrorCode.topic_already_exists,
+        "bad name": ErrorCode.invalid_topic_exception,
+        "cfg_rf": ErrorCode.invalid_config,
+        "cfg_parts": ErrorCode.invalid_config,
+        "null_cfg": ErrorCode.invalid_config,
+        "rf0_parts0": ErrorCode.invalid_replication_factor,
+        "parts0_rf3": ErrorCode.invalid_partitions,
+        "assigned": ErrorCode.invalid_request,
+    }
+    assert sorted(t.name for t in broker.store.topics()) == ["exists", "exists2"]

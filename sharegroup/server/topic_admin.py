@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from ..errors import Errors, ShareError
 from .broker_config import ServeConfig
+from .topic_store import check_topic_name
 
 __all__ = ["TopicAdmin", "TopicInfo"]
 
@@ -68,14 +69,38 @@ class TopicAdmin:
         validate_only: bool = False,
         assignments: bool = False,
     ) -> TopicInfo:
-        """Create a topic (CreateTopics semantics); raises `ShareError` with the Kafka code of a refusal."""
+        """Create a topic (CreateTopics semantics); raises `ShareError` with the Kafka code of a refusal.
+
+        Kafka's controller order decides which refusal a topic gets: its name, then whether it exists
+        (or collides with one when '.' and '_' are taken as equal), then its configs (null values, unknown
+        keys, bad values), then a manual assignment, the replication factor, the partition count, and
+        last whether this one node can hold that many replicas."""
+        check_topic_name(name)
+        if self.store.topic_by_name(name) is not None:
+            raise ShareError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        folded = name.replace(".", "_")
+        for other in self.store.topics():
+            if other.name.replace(".", "_") == folded:
+                raise ShareError(Errors.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other.name}")
+        nulls = [key for key, value in (configs or {}).items() if value is None]
+        if nulls:
+            raise ShareError(Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
+        log_config = getattr(self.store, "log_config", None)
+        if log_config is not None:
+            log_config.for_topic(dict(configs or {}))  # INVALID_CONFIG naming the key
         if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise ShareError(
-                    Errors.INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
-                )
+            if replication_factor != -1:
+                raise ShareError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                                         "replication factor was not set to -1.")
+            if num_partitions != -1:
+                raise ShareError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                                         "numPartitions was not set to -1.")
             raise ShareError(Errors.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported")
+        if replication_factor < -1 or replication_factor == 0:
+            raise ShareError(Errors.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0, or -1 to use the default value.")
+        if num_partitions < -1 or num_partitions == 0:
+            raise ShareError(Errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
         if replication_factor > 1:
@@ -84,9 +109,6 @@ class TopicAdmin:
                 f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
                 f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
             )
-        for key, value in (configs or {}).items():
-            if value is None:
-                raise ShareError(Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {key}")
         topic = await _maybe_await(self.store.create_topic(
             name, num_partitions, dict(configs or {}), replication_factor=replication_factor, validate_only=validate_only))
         if validate_only:  # nothing was stored: answer from what was asked
