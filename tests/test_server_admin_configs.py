@@ -215,3 +215,26 @@ def test_consumer_group_timing_configs_are_durable_and_reach_the_coordinator(tmp
 def session_left_ms(broker: BrokerThread, group_id: str, member_id: str) -> int:
     coordinator = broker.share.coordinator
     return coordinator._store.groups[group_id].sessions.deadlines[member_id] - coordinator._clock.now_ms()
+
+
+def test_broker_passwords_are_described_as_sensitive_without_their_values(tmp_path):
+    """Kafka never shows a PASSWORD-type broker config: value null, is_sensitive true, type PASSWORD (9);
+    other entries carry their config's own type (INT 3 for an int config)."""
+    b = BrokerThread(tmp_path, overrides={"ssl.keystore.password": "s3cret", "sasl.jaas.config": "x required;"})
+    c = RawClient(b.broker.port)
+    try:
+        by_name = {e.name: e for e in describe(c, BROKER, "1").configs}
+    finally:
+        c.close()
+        b.stop()
+    for key in ("ssl.keystore.password", "sasl.jaas.config", "ssl.key.password", "ssl.truststore.password"):
+        assert (by_name[key].value, by_name[key].is_sensitive, by_name[key].config_type) == (None, True, 9), key
+    assert (by_name["num.partitions"].value, by_name["num.partitions"].is_sensitive,
+            by_name["num.partitions"].config_type) == ("1", False, 3)
+    assert by_name["log.retention.ms"].config_type == 5  # LONG, also while unset (value null)
+
+
+def test_cluster_default_broker_resource_describes_only_dynamic_defaults(client):
+    """The broker resource named "" is Kafka's cluster-wide dynamic defaults: none are set here."""
+    described = describe(client, BROKER, "")
+    assert (described.error_code, described.configs) == (NONE, ())

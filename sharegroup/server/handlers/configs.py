@@ -4,9 +4,11 @@ Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
 - A topic's configs are its overrides (source TOPIC_CONFIG) over the broker's log settings (source
   DEFAULT_CONFIG); SET and DELETE change the overrides, checked as CreateTopics checks them
   (INVALID_CONFIG), durable in the topic store and applied to the partition logs at once.
-- The broker (resource name = its node id, or "" for the cluster default) describes every broker key
-  it uses, read-only: nothing is dynamically changeable, so an alter answers INVALID_CONFIG. Another
-  node id is INVALID_REQUEST.
+- The broker (resource name = its node id) describes every broker key it uses, read-only, with its
+  Kafka type; PASSWORD-type keys (TLS passwords and keys, `sasl.jaas.config`) are sensitive and shown
+  without their value, as Kafka shows them. The name "" is Kafka's cluster-wide dynamic defaults: none
+  here, so it describes no configs. Nothing is dynamically changeable, so an alter answers INVALID_CONFIG.
+  Another node id is INVALID_REQUEST.
 - A group (any name: configs may be set before the group exists, as in Kafka) describes its six share
   keys: values set on it (source GROUP_CONFIG) over the broker defaults; SET and DELETE are checked
   against the broker's bounds (INVALID_CONFIG) and kept by `GroupConfigStore`.
@@ -37,7 +39,13 @@ BROKER_LOGGER, CLIENT_METRICS = 8, 16  # not served here, but authorized as Kafk
 # Kafka's ConfigSource values
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 # Kafka's ConfigType values
-BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
+BOOLEAN, STRING, INT, LONG, PASSWORD = 1, 2, 3, 5, 9
+_CONFIG_TYPES = {"boolean": BOOLEAN, "string": STRING, "int": INT, "long": LONG}
+# Broker keys of Kafka's PASSWORD type: described as sensitive, never with their value (as Kafka does)
+_PASSWORD_KEYS = frozenset({
+    "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.certificates", "sasl.jaas.config",
+})
 
 # Topic keys the store acts on -> (LogConfig field, config type)
 _TOPIC_FIELDS = {"segment.bytes": ("segment_bytes", INT), "retention.ms": ("retention_ms", LONG),
@@ -83,11 +91,19 @@ def _check_broker_name(ctx: RequestContext, name: str) -> None:
                                                  f"but received {name}")
 
 
+def _broker_entry(key: str, value: Any) -> dict[str, Any]:
+    source = DEFAULT_CONFIG if value == CONFIG_DEFS[key].default else STATIC_BROKER_CONFIG
+    if key in _PASSWORD_KEYS:
+        return {**_entry(key, None, source, PASSWORD, read_only=True), "is_sensitive": True}
+    return _entry(key, value, source, _CONFIG_TYPES[CONFIG_DEFS[key].type], read_only=True)
+
+
 def _broker_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+    """This node's configs; the resource "" is Kafka's cluster-wide dynamic defaults, of which serve has none."""
     _check_broker_name(ctx, name)
-    values = ctx.broker.config.values
-    return [_entry(k, v, DEFAULT_CONFIG if v == CONFIG_DEFS[k].default else STATIC_BROKER_CONFIG, _type_of(v),
-                   read_only=True) for k, v in sorted(values.items())]
+    if name == "":
+        return []
+    return [_broker_entry(k, v) for k, v in sorted(ctx.broker.config.values.items())]
 
 
 def _group_store(ctx: RequestContext) -> Any:
