@@ -142,7 +142,7 @@ def test_broker_configs_are_read_only(broker, client):
     by_name = {c.name: c for c in described.configs}
     assert by_name["group.share.min.record.lock.duration.ms"].value == "1000"
     assert by_name["group.share.min.record.lock.duration.ms"].read_only is True
-    assert alter(client, BROKER, "1", [("num.partitions", SET, "3")]).error_code == INVALID_CONFIG
+    assert alter(client, BROKER, "1", [("num.partitions", SET, "3")]).error_code == INVALID_REQUEST
     assert describe(client, BROKER, "7").error_code == INVALID_REQUEST
     assert describe(client, 99, "x").error_code == INVALID_REQUEST
 
@@ -238,3 +238,39 @@ def test_cluster_default_broker_resource_describes_only_dynamic_defaults(client)
     """The broker resource named "" is Kafka's cluster-wide dynamic defaults: none are set here."""
     described = describe(client, BROKER, "")
     assert (described.error_code, described.configs) == (NONE, ())
+
+
+def test_alter_null_values_are_invalid_request_for_every_operation_but_delete(broker, client):
+    """Kafka refuses a null value on SET, APPEND or SUBTRACT before looking at the operation itself."""
+    broker.call(broker.store.create_topic("t", 1))
+    for changes in ([("cleanup.policy", APPEND, None)], [("retention.ms", APPEND, "1"), ("segment.bytes", SET, None)]):
+        refused = alter(client, TOPIC, "t", changes)
+        assert (refused.error_code, refused.error_message) == (
+            INVALID_REQUEST, f"Null value not supported for : {changes[-1][0]}")
+    assert broker.store.topic_configs("t") == {}
+
+
+def test_alter_a_missing_topic_checks_its_configs_before_its_existence(client):
+    """Kafka validates the new configs before it looks the topic up: a bad value or an unknown key on a
+    topic that does not exist is INVALID_CONFIG."""
+    assert alter(client, TOPIC, "nope", [("segment.bytes", SET, "1")]).error_code == INVALID_CONFIG
+    assert alter(client, TOPIC, "nope", [("retention.msec", SET, "1")]).error_code == INVALID_CONFIG
+    missing = alter(client, TOPIC, "nope", [("retention.ms", SET, "1")])
+    assert (missing.error_code, missing.error_message) == (UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")
+
+
+def test_alter_broker_configs_is_invalid_request_as_kafka_refuses_a_static_config(client):
+    refused = alter(client, BROKER, "1", [("num.partitions", SET, "3")])
+    assert (refused.error_code, refused.error_message) == (
+        INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)")
+
+
+def test_alter_the_same_resource_twice_is_invalid_request_for_both(broker, client):
+    broker.call(broker.store.create_topic("t", 1))
+    body = build(request_class(ALTER, 1), {"validate_only": False, "resources": [
+        {"resource_type": TOPIC, "resource_name": "t", "configs": [
+            {"name": "retention.ms", "config_operation": SET, "value": str(v)}]} for v in (1000, 2000)]})
+    responses = client.request(ALTER, 1, body).responses
+    assert [(r.error_code, r.error_message) for r in responses] == [
+        (INVALID_REQUEST, "Each resource must appear at most once.")] * 2
+    assert broker.store.topic_configs("t") == {}

@@ -7,13 +7,16 @@ Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
 - The broker (resource name = its node id) describes every broker key it uses, read-only, with its
   Kafka type; PASSWORD-type keys (TLS passwords and keys, `sasl.jaas.config`) are sensitive and shown
   without their value, as Kafka shows them. The name "" is Kafka's cluster-wide dynamic defaults: none
-  here, so it describes no configs. Nothing is dynamically changeable, so an alter answers INVALID_CONFIG.
+  here, so it describes no configs. Nothing is dynamically changeable, so an alter answers INVALID_REQUEST
+  "Cannot update these configs dynamically" (Kafka's code for a static broker config).
   Another node id is INVALID_REQUEST.
 - A group (any name: configs may be set before the group exists, as in Kafka) describes its six share
   keys: values set on it (source GROUP_CONFIG) over the broker defaults; SET and DELETE are checked
   against the broker's bounds (INVALID_CONFIG) and kept by `GroupConfigStore`.
 APPEND and SUBTRACT (list configs) apply to none of these keys: INVALID_CONFIG. An unknown resource
-type, or the same resource twice in one request, is INVALID_REQUEST. `validate_only` checks only.
+type, the same resource twice in one request, a key twice in one resource, or a null value for any
+operation but DELETE is INVALID_REQUEST. A topic's new configs are checked before its existence (Kafka's
+order). `validate_only` checks only.
 
 Authorization per resource, before anything else of it: DescribeConfigs needs DESCRIBE_CONFIGS and
 IncrementalAlterConfigs ALTER_CONFIGS on the CLUSTER (for a BROKER resource), on the topic (TOPIC) or on
@@ -192,13 +195,14 @@ def _changes(resource: Any) -> list[tuple[str, int, str | None]]:
     repeated = sorted(k for k, n in names.items() if n > 1)
     if repeated:
         raise ShareError(Errors.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(repeated)}")
+    nulls = [c.name for c in resource.configs if int(c.config_operation) != DELETE and c.value is None]
+    if nulls:  # Kafka's broker refuses these before it looks at the operations
+        raise ShareError(Errors.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
     changes = []
     for c in resource.configs:
         op = int(c.config_operation)
         if op not in (SET, DELETE):
             raise ShareError(Errors.INVALID_CONFIG, f"Config {c.name}: APPEND and SUBTRACT apply only to list configs")
-        if op == SET and c.value is None:
-            raise ShareError(Errors.INVALID_REQUEST, f"Null value not supported for: {c.name}")
         changes.append((c.name, op, c.value))
     return changes
 
@@ -206,8 +210,9 @@ def _changes(resource: Any) -> list[tuple[str, int, str | None]]:
 async def _alter_topic(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
     store = ctx.broker.store
     current = store.topic_configs(name)
-    if current is None:
-        raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    if current is None:  # Kafka validates the new configs first, then looks the topic up
+        store.log_config.for_topic({key: value for key, op, value in changes if op == SET})
+        raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     updated = dict(current)
     for key, op, value in changes:
         if op == DELETE:
@@ -219,8 +224,8 @@ async def _alter_topic(ctx: RequestContext, name: str, changes: list, validate_o
 
 async def _alter_broker(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
     _check_broker_name(ctx, name)
-    keys = sorted({key for key, _op, _v in changes})
-    raise ShareError(Errors.INVALID_CONFIG, f"Cannot update these configs dynamically: {', '.join(keys)}")
+    keys = sorted({key for key, _op, _v in changes})  # Kafka's code for it is INVALID_REQUEST (KAFKA-13609)
+    raise ShareError(Errors.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(keys)})")
 
 
 async def _alter_group(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
@@ -249,7 +254,7 @@ async def incremental_alter(ctx: RequestContext, request: Any) -> Any:
         alterer = _ALTERERS.get(key[0])
         if key in twice:
             responses.append(_altered(resource, ErrorCode.invalid_request,
-                                      f"Error due to duplicate resource {resource.resource_name}"))
+                                      "Each resource must appear at most once."))
             continue
         refused = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
         if refused is not None:
