@@ -274,3 +274,15 @@ def test_alter_the_same_resource_twice_is_invalid_request_for_both(broker, clien
     assert [(r.error_code, r.error_message) for r in responses] == [
         (INVALID_REQUEST, "Each resource must appear at most once.")] * 2
     assert broker.store.topic_configs("t") == {}
+
+
+def test_describe_topic_configs_checks_the_name_then_existence_and_empty_keys_mean_all(broker, client):
+    """Kafka validates the topic name first (INVALID_TOPIC_EXCEPTION), answers a missing topic with
+    UNKNOWN_TOPIC_OR_PARTITION and no message, and treats an empty key list like null (every config)."""
+    for name in ("bad name", "", "x" * 250, ".."):
+        assert describe(client, TOPIC, name).error_code == 17, name  # INVALID_TOPIC_EXCEPTION
+    missing = describe(client, TOPIC, "nope")
+    assert (missing.error_code, missing.error_message) == (UNKNOWN_TOPIC_OR_PARTITION, None)
+    broker.call(broker.store.create_topic("t", 1))
+    assert {c.name for c in describe(client, TOPIC, "t", keys=[]).configs} == {
+        c.name for c in describe(client, TOPIC, "t").configs} != set()

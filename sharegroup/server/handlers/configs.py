@@ -3,7 +3,9 @@
 Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
 - A topic's configs are its overrides (source TOPIC_CONFIG) over the broker's log settings (source
   DEFAULT_CONFIG); SET and DELETE change the overrides, checked as CreateTopics checks them
-  (INVALID_CONFIG), durable in the topic store and applied to the partition logs at once.
+  (INVALID_CONFIG), durable in the topic store and applied to the partition logs at once. Describing
+  checks the name first (INVALID_TOPIC_EXCEPTION), then existence (UNKNOWN_TOPIC_OR_PARTITION, no
+  message); an empty list of keys describes every config, as null does.
 - The broker (resource name = its node id) describes every broker key it uses, read-only, with its
   Kafka type; PASSWORD-type keys (TLS passwords and keys, `sasl.jaas.config`) are sensitive and shown
   without their value, as Kafka shows them. The name "" is Kafka's cluster-wide dynamic defaults: none
@@ -36,6 +38,7 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..broker_config import CONFIG_DEFS
 from ..group_configs import DELETE, SET
+from ..topic_store import check_topic_name
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 BROKER_LOGGER, CLIENT_METRICS = 8, 16  # not served here, but authorized as Kafka does (on the cluster)
@@ -78,9 +81,10 @@ def _entry(name: str, value: Any, source: int, config_type: int, read_only: bool
 
 def _topic_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     store = ctx.broker.store
+    check_topic_name(name)  # Kafka validates the name first: INVALID_TOPIC_EXCEPTION
     overrides = store.topic_configs(name)
     if overrides is None:
-        raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+        raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "")  # Kafka gives no message for it
     effective = store.topic_log_config(name)
     out = [_entry(key, getattr(effective, field), TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG, kind)
            for key, (field, kind) in sorted(_TOPIC_FIELDS.items())]
@@ -176,7 +180,7 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
             results.append(_described(resource, int(exc.error), exc.message or None, []))
             continue
         keys = resource.configuration_keys
-        if keys is not None:
+        if keys:  # null or empty: every config (Kafka's rule)
             wanted = set(keys)
             configs = [c for c in configs if c["name"] in wanted]
         results.append(_described(resource, ErrorCode.none, None, configs))
