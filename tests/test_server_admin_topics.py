@@ -146,3 +146,22 @@ def test_a_member_loses_a_deleted_topic_from_its_assignment_on_its_next_heartbea
     request(client, DELETE_TOPICS, 6, {"timeout": 1000, "topics": [{"name": "t", "topic_id": None}]})
     after = heartbeat(client, member, joined.member_epoch, ["t"])
     assert (after.error_code, after.assignment.topic_partitions) == (NONE, ())
+
+
+def test_delete_topics_named_twice_are_invalid_request_and_not_deleted(broker, client):
+    """Kafka refuses a topic named twice, or given twice by id, or by name and by its id, in one
+    DeleteTopics request: INVALID_REQUEST once for it, and the topic stays (the id given alone is deleted)."""
+    a = broker.call(broker.store.create_topic("a", 1))
+    b = broker.call(broker.store.create_topic("b", 1))
+    c = broker.call(broker.store.create_topic("c", 1))
+    by_name = request(client, DELETE_TOPICS, 5, {"topic_names": ["a", "a", "a"], "timeout": 1000})
+    assert [(r.name, r.error_code, r.error_message) for r in by_name.responses] == [
+        ("a", INVALID_REQUEST, "Duplicate topic name.")]
+    by_id = request(client, DELETE_TOPICS, 6, {"timeout": 1000, "topics": [
+        {"name": None, "topic_id": b.topic_id}, {"name": None, "topic_id": b.topic_id},
+        {"name": None, "topic_id": c.topic_id}, {"name": "c", "topic_id": None}]})
+    assert sorted((r.name or "", r.topic_id, r.error_code, r.error_message) for r in by_id.responses) == sorted([
+        ("", b.topic_id, INVALID_REQUEST, "Duplicate topic id."), ("c", c.topic_id, NONE, None),
+        ("c", c.topic_id, INVALID_REQUEST, "The provided topic name maps to an ID that was already supplied.")])
+    assert [t.name for t in broker.store.topics()] == ["a", "b"]
+    assert broker.store.topic_by_id(a.topic_id) is not None

@@ -3,7 +3,8 @@
 - DeleteTopics deletes each topic from the store (by name, or by id from v6), then has the group
   coordinator delete every group's share-partition state of it through the persister (so a topic
   created later under the same name starts clean). Per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION (no such
-  name), UNKNOWN_TOPIC_ID (no such id), INVALID_REQUEST (both or neither of name and id given).
+  name), UNKNOWN_TOPIC_ID (no such id), INVALID_REQUEST (both or neither of name and id given; a name
+  or an id given twice, or a name and its topic's id: that topic is not deleted, as in Kafka).
 - DeleteRecords moves each partition's log start offset to `offset` (-1: the high watermark) and pushes
   the new log start into the loaded share-partitions of that partition (their start offset moves up,
   records below it are archived). Per partition: the new low watermark, or UNKNOWN_TOPIC_OR_PARTITION /
@@ -19,6 +20,7 @@ Authorization (Kafka's order; TOPIC_AUTHORIZATION_FAILED per topic or partition)
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -70,8 +72,42 @@ async def _delete_one(ctx: RequestContext, name: str | None, topic_id: Any) -> d
     return _topic_result(info.name, info.topic_id, ErrorCode.none)
 
 
+def _refused_twice(ctx: RequestContext, wanted: list[tuple[str | None, Any]]) -> dict[int, dict[str, Any] | None]:
+    """Kafka's refusals of a topic given twice in one request, by index into `wanted` (None: an entry
+    whose refusal was already answered). Such a topic is not deleted: a name or an id given twice is
+    INVALID_REQUEST once; a name whose topic is also given by id is INVALID_REQUEST for the name (when
+    the principal may describe and delete it; otherwise the usual refusal answers)."""
+    names = Counter(n for n, t in wanted if n is not None and t is None)
+    ids = Counter(t for n, t in wanted if t is not None and n is None)
+    refused: dict[int, dict[str, Any] | None] = {}
+    answered: set[tuple[str | None, Any]] = set()
+    for index, (name, topic_id) in enumerate(wanted):
+        if name is not None and topic_id is None and names[name] > 1:
+            refused[index] = None if (name, None) in answered else _topic_result(
+                name, None, ErrorCode.invalid_request, "Duplicate topic name.")
+        elif topic_id is not None and name is None and ids[topic_id] > 1:
+            refused[index] = None if (None, topic_id) in answered else _topic_result(
+                None, topic_id, ErrorCode.invalid_request, "Duplicate topic id.")
+        elif name is not None and topic_id is None:
+            info = ctx.broker.store.topic_by_name(name)
+            if info is not None and info.topic_id in ids and all(
+                    ctx.authorized(op, ResourceType.TOPIC, name) for op in (AclOperation.DESCRIBE, AclOperation.DELETE)):
+                refused[index] = _topic_result(name, info.topic_id, ErrorCode.invalid_request,
+                                               "The provided topic name maps to an ID that was already supplied.")
+        answered.add((name, topic_id))
+    return refused
+
+
 async def delete_topics(ctx: RequestContext, request: Any) -> Any:
-    responses = [await _delete_one(ctx, name, topic_id) for name, topic_id in _wanted(request)]
+    wanted = _wanted(request)
+    refused = _refused_twice(ctx, wanted)  # decided before anything is deleted
+    responses = []
+    for index, (name, topic_id) in enumerate(wanted):
+        if index in refused:
+            if refused[index] is not None:
+                responses.append(refused[index])
+            continue
+        responses.append(await _delete_one(ctx, name, topic_id))
     return ctx.response({"throttle_time": 0, "responses": responses})
 
 
