@@ -165,3 +165,25 @@ def test_delete_topics_named_twice_are_invalid_request_and_not_deleted(broker, c
         ("c", c.topic_id, INVALID_REQUEST, "The provided topic name maps to an ID that was already supplied.")])
     assert [t.name for t in broker.store.topics()] == ["a", "b"]
     assert broker.store.topic_by_id(a.topic_id) is not None
+
+
+def test_create_partitions_checks_existence_and_count_before_assignments_and_takes_this_node(broker, client):
+    """Kafka's order: the topic must exist, the count must grow it, then the manual assignments must be one
+    per new partition on registered brokers (INVALID_REPLICA_ASSIGNMENT); assignments naming this node are
+    valid on a one-node cluster."""
+    broker.call(broker.store.create_topic("t", 2))
+
+    def grow(name, count, assignments):
+        return request(client, CREATE_PARTITIONS, 3, {"timeout": 1000, "validate_only": False, "topics": [
+            {"name": name, "count": count, "assignments": assignments}]}).results[0]
+
+    one = [{"broker_ids": [1]}]
+    assert (grow("nope", 3, one).error_code, grow("t", 2, one).error_code) == (
+        UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS)
+    assert (grow("t", 2, None).error_message, grow("t", 1, None).error_message) == (
+        "Topic already has 2 partition(s).", "The topic t currently has 2 partition(s); 1 would not be an increase.")
+    assert grow("t", 4, one).error_code == 39  # INVALID_REPLICA_ASSIGNMENT: 2 new partitions, 1 assignment
+    assert grow("t", 3, [{"broker_ids": [2]}]).error_code == 39
+    assert broker.store.topic_by_name("t").num_partitions == 2
+    assert grow("t", 4, one * 2).error_code == NONE
+    assert broker.store.topic_by_name("t").num_partitions == 4

@@ -391,10 +391,13 @@ class TopicStore:
             if topic is None:
                 raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
             current = topic.info.num_partitions
-            if isinstance(count, bool) or not isinstance(count, int) or count <= current:
-                raise ShareError(Errors.INVALID_PARTITIONS,
-                                 f"Topic currently has {current} partitions, which is higher than or equal to the "
-                                 f"requested {count}.")
+            if isinstance(count, bool) or not isinstance(count, int):
+                raise ShareError(Errors.INVALID_PARTITIONS, f"partition count {count!r} is not an integer")
+            if count == current:
+                raise ShareError(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+            if count < current:
+                raise ShareError(Errors.INVALID_PARTITIONS, f"The topic {name} currently has {current} partition(s); "
+                                                            f"{count} would not be an increase.")
             if count > MAX_PARTITIONS_PER_TOPIC:
                 raise ShareError(Errors.INVALID_PARTITIONS,
                                  f"{count} partitions is more than this broker's {MAX_PARTITIONS_PER_TOPIC}")
