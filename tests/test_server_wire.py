@@ -253,7 +253,7 @@ def test_create_topics_errors_per_topic(broker, client):
         "x" * 250: ErrorCode.invalid_topic_exception,
     }
     ok = next(t for t in resp.topics if t.name == "ok")
-    assert [(c.name, c.value) for c in ok.configs] == [("retention.ms", "1000")]
+    assert [(c.name, c.value) for c in ok.configs if c.config_source == 1] == [("retention.ms", "1000")]
     assert sorted(t.name for t in broker.store.topics()) == ["exists", "ok"]
 
 
@@ -453,3 +453,17 @@ def test_create_topics_checks_in_kafkas_order(broker, client):
         "assigned": ErrorCode.invalid_request,
     }
     assert sorted(t.name for t in broker.store.topics()) == ["exists", "exists2"]
+
+
+def test_create_topics_returns_the_effective_configs_as_describe_configs_does(broker, client):
+    """Kafka's CreateTopics v5+ result lists the topic's effective configs (defaults included, each with
+    its source), the same entries DescribeConfigs shows, also for validate_only."""
+    for name, validate_only in (("made", False), ("checked", True)):
+        body = req(19, 7, topics=[_topic(name, 2, -1, [("retention.ms", "1000"), ("cleanup.policy", "delete")])],
+                   timeout=5000, validate_only=validate_only)
+        result = client.request(19, 7, body).topics[0]
+        assert result.error_code == ErrorCode.none
+        assert [(c.name, c.value, c.config_source, c.read_only, c.is_sensitive) for c in result.configs] == [
+            ("cleanup.policy", "delete", 1, False, False), ("max.message.bytes", "1048588", 5, False, False),
+            ("retention.bytes", "-1", 5, False, False), ("retention.ms", "1000", 1, False, False),
+            ("segment.bytes", str(1 << 30), 5, False, False)], name

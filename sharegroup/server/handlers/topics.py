@@ -3,7 +3,8 @@
 Each topic is checked on its own (`TopicAdmin.create`): a legal name, not existing yet, partitions >= 1
 or -1 (`num.partitions`), replication factor 1 or -1, no manual assignment, known topic configs. A name
 listed twice in one request is INVALID_REQUEST for that name. `validate_only` checks without creating.
-v5+ results carry the partition count, replication factor and the topic's configs; v7 the topic id.
+v5+ results carry the partition count, replication factor and the topic's effective configs (the entries
+DescribeConfigs lists: defaults included, each with its source, as Kafka returns them); v7 the topic id.
 
 Authorization (Kafka's): CREATE on the cluster allows every name; otherwise CREATE on each topic name,
 else TOPIC_AUTHORIZATION_FAILED "Authorization failed." (names listed twice are INVALID_REQUEST first).
@@ -22,12 +23,24 @@ from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
+from .configs import _TOPIC_FIELDS
 
-DYNAMIC_TOPIC_CONFIG = 1  # Kafka's ConfigSource of a config set on the topic
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource of a config set on the topic / a default
+
+
+def _effective_configs(ctx: RequestContext, overrides: dict[str, str]) -> dict[str, tuple[str, int]]:
+    """name -> (value, source) of a topic's effective configs, as DescribeConfigs lists them: the log
+    settings the store acts on (the topic's value, else the broker's) and every other override."""
+    effective = ctx.broker.store.log_config.for_topic(overrides)
+    out = {key: (str(overrides[key]) if key in overrides else str(getattr(effective, field)),
+                 DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG)
+           for key, (field, _kind) in _TOPIC_FIELDS.items()}
+    out.update({k: (v, DYNAMIC_TOPIC_CONFIG) for k, v in overrides.items() if k not in out})
+    return out
 
 
 def _result(name: str, code: int, message: str | None, topic_id=ZERO_UUID, num_partitions: int = -1,
-            replication_factor: int = -1, configs: dict[str, str] | None = None) -> dict[str, Any]:
+            replication_factor: int = -1, configs: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
     return {
         "name": name,
         "topic_id": topic_id,
@@ -37,8 +50,8 @@ def _result(name: str, code: int, message: str | None, topic_id=ZERO_UUID, num_p
         "num_partitions": num_partitions,
         "replication_factor": replication_factor,
         "configs": None if configs is None else [
-            {"name": k, "value": v, "read_only": False, "config_source": DYNAMIC_TOPIC_CONFIG, "is_sensitive": False}
-            for k, v in sorted(configs.items())
+            {"name": k, "value": v, "read_only": False, "config_source": source, "is_sensitive": False}
+            for k, (v, source) in sorted(configs.items())
         ],
     }
 
@@ -70,7 +83,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         if ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
             results.append(_result(topic.name, ErrorCode.none, None, info.topic_id, info.num_partitions, 1,
-                                   dict(info.configs)))
+                                   _effective_configs(ctx, dict(info.configs))))
         else:
             results.append({**_result(topic.name, ErrorCode.none, None, info.topic_id, info.num_partitions, 1),
                             "topic_config_error_code": ErrorCode.topic_authorization_failed})
