@@ -286,3 +286,20 @@ def test_describe_topic_configs_checks_the_name_then_existence_and_empty_keys_me
     broker.call(broker.store.create_topic("t", 1))
     assert {c.name for c in describe(client, TOPIC, "t", keys=[]).configs} == {
         c.name for c in describe(client, TOPIC, "t").configs} != set()
+
+
+@pytest.mark.parametrize("changes, message", [
+    ([("share.record.lock.duration.ms", "999")],
+     "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms"),
+    ([("share.record.lock.duration.ms", "60001")],
+     "share.record.lock.duration.ms must be less than or equal to group.share.max.record.lock.duration.ms"),
+    ([("share.session.timeout.ms", "60001")],
+     "share.session.timeout.ms must be less than or equal to group.share.max.session.timeout.ms"),
+    ([("share.heartbeat.interval.ms", "4999")],
+     "share.heartbeat.interval.ms must be greater than or equal to group.share.min.heartbeat.interval.ms"),
+    ([("consumer.session.timeout.ms", "44999")],
+     "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
+])
+def test_group_config_bounds_answer_kafkas_messages(client, changes, message):
+    refused = alter(client, GROUP, "g", [(k, SET, v) for k, v in changes])
+    assert (refused.error_code, refused.error_message) == (INVALID_CONFIG, message)

@@ -124,6 +124,7 @@ class GroupConfigStore:
             if op == DELETE:
                 values.pop(key, None)
             elif op == SET:
+                _check_broker_bounds(key, raw, self.config.values)
                 try:
                     values[key] = _parse_group_config(key, raw, self.config.values)
                 except ValueError as exc:
@@ -133,9 +134,8 @@ class GroupConfigStore:
         defaults = self.defaults()
         for key_t, key_h in _TIMING_PAIRS:
             timeout, interval = values.get(key_t, defaults[key_t]), values.get(key_h, defaults[key_h])
-            if interval >= timeout:
-                raise ShareError(Errors.INVALID_CONFIG,
-                                 f"{key_h} ({interval}) must be less than {key_t} ({timeout})")
+            if interval >= timeout:  # Kafka's message
+                raise ShareError(Errors.INVALID_CONFIG, f"{key_t} must be greater than {key_h}")
         try:
             ShareGroupConfig.from_properties({**_as_properties(self.base), **{
                 k: v for k, v in values.items() if k not in _NOT_SHARE_PARTITION}})
@@ -168,6 +168,22 @@ class GroupConfigStore:
     def _check(self) -> None:
         for group_id, values in self._values.items():
             assert values and set(values) <= set(GROUP_CONFIG_KEYS), (group_id, values)
+
+
+def _check_broker_bounds(key: str, raw: Any, broker: Mapping[str, Any]) -> None:
+    """Kafka's refusal of a group value outside the broker's min/max keys, with Kafka's message naming
+    the bound's key (a value that is not an integer is left to `_parse_group_config`)."""
+    bounds = GROUP_CONFIG_KEYS.get(key, ())
+    if len(bounds) != 2 or not bounds[0].startswith("group."):
+        return
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        return
+    if value < broker[bounds[0]]:
+        raise ShareError(Errors.INVALID_CONFIG, f"{key} must be greater than or equal to {bounds[0]}")
+    if value > broker[bounds[1]]:
+        raise ShareError(Errors.INVALID_CONFIG, f"{key} must be less than or equal to {bounds[1]}")
 
 
 def _as_properties(config: ShareGroupConfig) -> Mapping[str, Any]:
