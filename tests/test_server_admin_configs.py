@@ -303,3 +303,17 @@ def test_describe_topic_configs_checks_the_name_then_existence_and_empty_keys_me
 def test_group_config_bounds_answer_kafkas_messages(client, changes, message):
     refused = alter(client, GROUP, "g", [(k, SET, v) for k, v in changes])
     assert (refused.error_code, refused.error_message) == (INVALID_CONFIG, message)
+
+
+def test_describe_group_configs_needs_a_name_and_types_ints_as_int(client):
+    empty = describe(client, GROUP, "")
+    assert (empty.error_code, empty.error_message, empty.configs) == (INVALID_REQUEST, "Group name must not be empty", ())
+    types = {c.name: c.config_type for c in describe(client, GROUP, "g").configs}
+    assert (types["share.record.lock.duration.ms"], types["share.delivery.count.limit"],
+            types["share.auto.offset.reset"]) == (3, 3, 2)  # INT, INT, STRING as Kafka's GroupConfig types them
+
+
+def test_describe_broker_resource_names_parse_as_kafka_parses_a_broker_id(client):
+    assert describe(client, BROKER, "01").error_code == NONE  # Kafka reads the id as an integer
+    named = describe(client, BROKER, "one")
+    assert (named.error_code, named.error_message) == (INVALID_REQUEST, "Broker id must be an integer, but it is: one")

@@ -28,6 +28,7 @@ error's default message and no configs.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any, Iterable
 
@@ -93,7 +94,12 @@ def _topic_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
 
 
 def _check_broker_name(ctx: RequestContext, name: str) -> None:
-    if name not in ("", str(ctx.broker.node_id)):
+    """"" or this node's id, read as Kafka reads a broker id (a Java int: "01" and "+1" are 1)."""
+    if name == "":
+        return
+    if not re.fullmatch(r"[+-]?[0-9]+", name) or not -(2**31) <= int(name) < 2**31:
+        raise ShareError(Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
+    if int(name) != ctx.broker.node_id:
         raise ShareError(Errors.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, "
                                                  f"but received {name}")
 
@@ -121,9 +127,11 @@ def _group_store(ctx: RequestContext) -> Any:
 
 
 def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+    if not name:
+        raise ShareError(Errors.INVALID_REQUEST, "Group name must not be empty")
     effective = _group_store(ctx).effective(name)
-    return [_entry(k, v, GROUP_CONFIG if own else DEFAULT_CONFIG, _type_of(v))
-            for k, (v, own) in sorted(effective.items())]
+    return [_entry(k, v, GROUP_CONFIG if own else DEFAULT_CONFIG, INT if _type_of(v) == LONG else _type_of(v))
+            for k, (v, own) in sorted(effective.items())]  # Kafka's group configs are INT or STRING
 
 
 _DESCRIBERS = {TOPIC: _topic_configs, BROKER: _broker_configs, GROUP: _group_configs}
