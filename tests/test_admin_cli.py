@@ -136,7 +136,8 @@ def test_configs_describe_and_alter_groups_topics_brokers(broker):
                    "synonyms={GROUP_CONFIG:share.record.lock.duration.ms=5000}\n")
     code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--alter",
                        "--add-config", "share.record.lock.duration.ms=10")
-    assert code == 1 and "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms" in out
+    assert code == 1 and ("share.record.lock.duration.ms must be greater than or equal to "
+                          "group.share.min.record.lock.duration.ms") in out
     code, out, _ = cli(*base, "--entity-type", "topics", "--entity-name", "orders", "--alter",
                        "--add-config", "retention.ms=60000")
     assert (code, out) == (0, "Completed updating config for topic orders.\n")

@@ -256,7 +256,8 @@ def test_alter_a_missing_topic_checks_its_configs_before_its_existence(client):
     assert alter(client, TOPIC, "nope", [("segment.bytes", SET, "1")]).error_code == INVALID_CONFIG
     assert alter(client, TOPIC, "nope", [("retention.msec", SET, "1")]).error_code == INVALID_CONFIG
     missing = alter(client, TOPIC, "nope", [("retention.ms", SET, "1")])
-    assert (missing.error_code, missing.error_message) == (UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")
+    assert (missing.error_code, missing.error_message) == (
+        UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")
 
 
 def test_alter_broker_configs_is_invalid_request_as_kafka_refuses_a_static_config(client):
@@ -307,7 +308,8 @@ def test_group_config_bounds_answer_kafkas_messages(client, changes, message):
 
 def test_describe_group_configs_needs_a_name_and_types_ints_as_int(client):
     empty = describe(client, GROUP, "")
-    assert (empty.error_code, empty.error_message, empty.configs) == (INVALID_REQUEST, "Group name must not be empty", ())
+    assert (empty.error_code, empty.error_message, empty.configs) == (
+        INVALID_REQUEST, "Group name must not be empty", ())
     types = {c.name: c.config_type for c in describe(client, GROUP, "g").configs}
     assert (types["share.record.lock.duration.ms"], types["share.delivery.count.limit"],
             types["share.auto.offset.reset"]) == (3, 3, 2)  # INT, INT, STRING as Kafka's GroupConfig types them

@@ -81,7 +81,8 @@ class TopicAdmin:
         folded = name.replace(".", "_")
         for other in self.store.topics():
             if other.name.replace(".", "_") == folded:
-                raise ShareError(Errors.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other.name}")
+                raise ShareError(Errors.INVALID_TOPIC_EXCEPTION,
+                                 f"Topic '{name}' collides with existing topic: {other.name}")
         nulls = [key for key, value in (configs or {}).items() if value is None]
         if nulls:
             raise ShareError(Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
@@ -100,7 +101,8 @@ class TopicAdmin:
             raise ShareError(Errors.INVALID_REPLICATION_FACTOR,
                              "Replication factor must be larger than 0, or -1 to use the default value.")
         if num_partitions < -1 or num_partitions == 0:
-            raise ShareError(Errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+            raise ShareError(Errors.INVALID_PARTITIONS,
+                             "Number of partitions was set to an invalid non-positive value.")
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
         if replication_factor > 1:
@@ -110,7 +112,8 @@ class TopicAdmin:
                 f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
             )
         topic = await _maybe_await(self.store.create_topic(
-            name, num_partitions, dict(configs or {}), replication_factor=replication_factor, validate_only=validate_only))
+            name, num_partitions, dict(configs or {}), replication_factor=replication_factor,
+            validate_only=validate_only))
         if validate_only:  # nothing was stored: answer from what was asked
             return TopicInfo(name=topic.name, topic_id=topic.topic_id, num_partitions=topic.num_partitions,
                              configs={k: v for k, v in (configs or {}).items() if v is not None})

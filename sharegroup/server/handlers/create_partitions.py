@@ -30,8 +30,9 @@ def _check_assignments(assignments: Any, additional: int, node_id: int) -> None:
     """Kafka's checks of manual assignments, after existence and count: one per new partition, each a
     non-empty list of registered brokers without repeats (here: only this node)."""
     if len(assignments) != additional:
-        raise ShareError(Errors.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {additional} additional partition(s), "
-                                                            f"but only {len(assignments)} assignment(s) were specified.")
+        raise ShareError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                         f"Attempted to add {additional} additional partition(s), "
+                         f"but only {len(assignments)} assignment(s) were specified.")
     for assignment in assignments:
         brokers = list(assignment.broker_ids)
         if not brokers:
@@ -39,8 +40,9 @@ def _check_assignments(assignments: Any, additional: int, node_id: int) -> None:
                                                                 "replica list.")
         for broker in brokers:
             if broker != node_id:
-                raise ShareError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
-                                                                    f"broker {broker}, but no such broker is registered.")
+                raise ShareError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes broker {broker}, "
+                                 f"but no such broker is registered.")
         if len(brokers) > 1:
             raise ShareError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the "
                                                                 f"broker {node_id} more than once.")

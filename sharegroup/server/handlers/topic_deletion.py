@@ -90,8 +90,9 @@ def _refused_twice(ctx: RequestContext, wanted: list[tuple[str | None, Any]]) ->
                 None, topic_id, ErrorCode.invalid_request, "Duplicate topic id.")
         elif name is not None and topic_id is None:
             info = ctx.broker.store.topic_by_name(name)
+            allowed = (AclOperation.DESCRIBE, AclOperation.DELETE)
             if info is not None and info.topic_id in ids and all(
-                    ctx.authorized(op, ResourceType.TOPIC, name) for op in (AclOperation.DESCRIBE, AclOperation.DELETE)):
+                    ctx.authorized(op, ResourceType.TOPIC, name) for op in allowed):
                 refused[index] = _topic_result(name, info.topic_id, ErrorCode.invalid_request,
                                                "The provided topic name maps to an ID that was already supplied.")
         answered.add((name, topic_id))
