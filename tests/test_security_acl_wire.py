@@ -389,8 +389,7 @@ def test_create_topics_needs_create_and_configs_need_describe_configs(broker, cl
              "configs": [{"name": k, "value": v} for k, v in configs]} for n in names]})
         return [(t.name, t.error_code, t.error_message, t.topic_config_error_code, t.configs) for t in answer.topics]
 
-    assert create("ct-a", "ct-a", "ct-b") == [("ct-a", INVALID_REQUEST, "Create topics request contains multiple "
-                                                "entries for the topic ct-a", 0, None),
+    assert create("ct-a", "ct-a", "ct-b") == [("ct-a", INVALID_REQUEST, "Duplicate topic name.", 0, None),
                                               ("ct-b", TOPIC_DENIED, "Authorization failed.", 0, None)]
     grant(broker, RT.TOPIC, "ct-b", Op.CREATE)
     [(name, code, _m, config_code, configs)] = create("ct-b", configs=[("retention.ms", "1000")])

@@ -467,3 +467,12 @@ def test_create_topics_returns_the_effective_configs_as_describe_configs_does(br
             ("cleanup.policy", "delete", 1, False, False), ("max.message.bytes", "1048588", 5, False, False),
             ("retention.bytes", "-1", 5, False, False), ("retention.ms", "1000", 1, False, False),
             ("segment.bytes", str(1 << 30), 5, False, False)], name
+
+
+def test_create_topics_refuses_duplicates_and_the_metadata_topic_with_kafkas_messages(broker, client):
+    topics = [_topic("dup"), _topic("dup", 2), _topic("__cluster_metadata")]
+    resp = client.request(19, 7, req(19, 7, topics=topics, timeout=5000, validate_only=False))
+    assert [(t.name, t.error_code, t.error_message) for t in resp.topics] == [
+        ("dup", ErrorCode.invalid_request, "Duplicate topic name."),
+        ("__cluster_metadata", ErrorCode.invalid_request, "Creation of internal topic __cluster_metadata is prohibited.")]
+    assert broker.store.topics() == []

@@ -9,7 +9,8 @@ DescribeConfigs lists: defaults included, each with its source, as Kafka returns
 Authorization (Kafka's): CREATE on the cluster allows every name; otherwise CREATE on each topic name,
 else TOPIC_AUTHORIZATION_FAILED "Authorization failed." (names listed twice are INVALID_REQUEST first).
 The created topic's configs are returned only with DESCRIBE_CONFIGS on it; without, the result carries
-`topic_config_error_code` TOPIC_AUTHORIZATION_FAILED and no configs.
+`topic_config_error_code` TOPIC_AUTHORIZATION_FAILED and no configs. `__cluster_metadata` is INVALID_REQUEST
+before authorization, as Kafka's controller answers it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
 from .configs import _TOPIC_FIELDS
 
+METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: never a topic of CreateTopics
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource of a config set on the topic / a default
 
 
@@ -66,8 +68,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if counts[topic.name] > 1:
             if topic.name not in done:
                 done.add(topic.name)
-                results.append(_result(topic.name, ErrorCode.invalid_request,
-                                       f"Create topics request contains multiple entries for the topic {topic.name}"))
+                results.append(_result(topic.name, ErrorCode.invalid_request, "Duplicate topic name."))
+            continue
+        if topic.name == METADATA_TOPIC:  # Kafka's controller refuses it before authorization
+            results.append(_result(topic.name, ErrorCode.invalid_request,
+                                   f"Creation of internal topic {METADATA_TOPIC} is prohibited."))
             continue
         if not any_name and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
             results.append(_result(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
