@@ -606,3 +606,21 @@ def test_other_principals_and_super_users(broker, client):
     assert broker.call(ask("User:bob")) == TOPIC_DENIED
     assert broker.call(ask("User:admin", "10.0.0.9:50000")) == NONE  # super.users beats every DENY
     assert metadata(client, ["pr"]).topics[0].error_code == TOPIC_DENIED  # this connection is User:ANONYMOUS
+
+
+def test_alter_configs_shape_errors_come_before_authorization(broker, client):
+    """Kafka's broker refuses a key given twice or a null value before the request reaches the controller,
+    which is where ALTER_CONFIGS is checked: such a resource is INVALID_REQUEST even unauthorized."""
+    topic(broker, "cs")
+    answer = call(client, 44, 1, {"validate_only": True, "resources": [
+        {"resource_type": 2, "resource_name": "cs", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "1"},
+            {"name": "retention.ms", "config_operation": 0, "value": "2"}]},
+        {"resource_type": 32, "resource_name": "cs-g", "configs": [
+            {"name": "share.delivery.count.limit", "config_operation": 0, "value": None}]},
+        {"resource_type": 32, "resource_name": "cs-h", "configs": [
+            {"name": "share.delivery.count.limit", "config_operation": 2, "value": "3"}]}]})
+    assert [(r.error_code, r.error_message) for r in answer.responses] == [
+        (INVALID_REQUEST, "Error due to duplicate config keys"),
+        (INVALID_REQUEST, "Null value not supported for : share.delivery.count.limit"),
+        (GROUP_DENIED, "Group authorization failed.")]  # an APPEND is judged after authorization

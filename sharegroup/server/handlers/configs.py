@@ -17,7 +17,8 @@ Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
   against the broker's bounds (INVALID_CONFIG) and kept by `GroupConfigStore`.
 APPEND and SUBTRACT (list configs) apply to none of these keys: INVALID_CONFIG. An unknown resource
 type, the same resource twice in one request, a key twice in one resource, or a null value for any
-operation but DELETE is INVALID_REQUEST. A topic's new configs are checked before its existence (Kafka's
+operation but DELETE is INVALID_REQUEST (the last two before authorization, as Kafka's broker checks
+them before forwarding to its controller). A topic's new configs are checked before its existence (Kafka's
 order). `validate_only` checks only.
 
 Authorization per resource, before anything else of it: DescribeConfigs needs DESCRIBE_CONFIGS and
@@ -202,14 +203,16 @@ def describe_error(ctx: RequestContext, request: Any, code: int) -> Any:
 # -- IncrementalAlterConfigs --------------------------------------------------------------------------
 
 
-def _changes(resource: Any) -> list[tuple[str, int, str | None]]:
-    names = Counter(c.name for c in resource.configs)
-    repeated = sorted(k for k, n in names.items() if n > 1)
-    if repeated:
-        raise ShareError(Errors.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(repeated)}")
+def _shape_refusal(resource: Any) -> str | None:
+    """Kafka's broker-side refusal (INVALID_REQUEST, before authorization) of a key given twice or a null
+    value for any operation but DELETE; None when the resource is well formed."""
+    if len({c.name for c in resource.configs}) != len(resource.configs):
+        return "Error due to duplicate config keys"
     nulls = [c.name for c in resource.configs if int(c.config_operation) != DELETE and c.value is None]
-    if nulls:  # Kafka's broker refuses these before it looks at the operations
-        raise ShareError(Errors.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+    return f"Null value not supported for : {', '.join(nulls)}" if nulls else None
+
+
+def _changes(resource: Any) -> list[tuple[str, int, str | None]]:
     changes = []
     for c in resource.configs:
         op = int(c.config_operation)
@@ -267,6 +270,10 @@ async def incremental_alter(ctx: RequestContext, request: Any) -> Any:
         if key in twice:
             responses.append(_altered(resource, ErrorCode.invalid_request,
                                       "Each resource must appear at most once."))
+            continue
+        malformed = _shape_refusal(resource)
+        if malformed is not None:
+            responses.append(_altered(resource, ErrorCode.invalid_request, malformed))
             continue
         refused = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
         if refused is not None:
