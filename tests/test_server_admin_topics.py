@@ -43,6 +43,10 @@ def test_delete_topics_by_name_and_by_id(broker, client):
         {"name": "x", "topic_id": missing}]})
     assert [(r.name, r.topic_id, r.error_code) for r in by_id.responses] == [
         ("b", b.topic_id, NONE), (None, missing, UNKNOWN_TOPIC_ID), ("x", missing, INVALID_REQUEST)]
+    assert by_id.responses[2].error_message == "You may not specify both topic name and topic id."
+    neither = request(client, DELETE_TOPICS, 6, {"timeout": 1000, "topics": [{"name": None, "topic_id": None}]})
+    assert [(r.error_code, r.error_message) for r in neither.responses] == [
+        (INVALID_REQUEST, "Neither topic name nor id were specified.")]
     assert broker.store.topic_by_name("a") is None and broker.store.topic_by_id(b.topic_id) is None
     assert a.topic_id != b.topic_id
 

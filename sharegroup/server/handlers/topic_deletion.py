@@ -46,8 +46,10 @@ def _topic_result(name: str | None, topic_id: Any, code: int, message: str | Non
 
 async def _delete_one(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, Any]:
     store = ctx.broker.store
-    if (name is None) == (topic_id is None):
-        return _topic_result(name, topic_id, ErrorCode.invalid_request, "give a topic name or a topic id")
+    if name is None and topic_id is None:
+        return _topic_result(None, None, ErrorCode.invalid_request, "Neither topic name nor id were specified.")
+    if name is not None and topic_id is not None:
+        return _topic_result(name, topic_id, ErrorCode.invalid_request, "You may not specify both topic name and topic id.")
     if name is not None and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
         return _topic_result(name, None, ErrorCode.topic_authorization_failed, "Topic authorization failed.")
     info = store.topic_by_name(name) if name is not None else store.topic_by_id(topic_id)
