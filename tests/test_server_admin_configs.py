@@ -319,3 +319,17 @@ def test_describe_broker_resource_names_parse_as_kafka_parses_a_broker_id(client
     assert describe(client, BROKER, "01").error_code == NONE  # Kafka reads the id as an integer
     named = describe(client, BROKER, "one")
     assert (named.error_code, named.error_message) == (INVALID_REQUEST, "Broker id must be an integer, but it is: one")
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("retention.msec", "1", "Unknown topic config name: retention.msec"),
+    ("segment.bytes", "1", "Invalid value 1 for configuration segment.bytes: Value must be at least 14"),
+    ("retention.ms", "-2", "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
+    ("segment.bytes", "x", "Invalid value x for configuration segment.bytes: Not a number of type INT"),
+    ("retention.bytes", "x", "Invalid value x for configuration retention.bytes: Not a number of type LONG"),
+])
+def test_topic_config_refusals_carry_kafkas_messages(broker, client, key, value, message):
+    broker.call(broker.store.create_topic("t", 1))
+    refused = alter(client, TOPIC, "t", [(key, SET, value)])
+    assert (refused.error_code, refused.error_message) == (INVALID_CONFIG, message)
+    assert broker.store.topic_configs("t") == {}

@@ -127,16 +127,21 @@ class LogConfig:
             if key in by_topic_key:
                 name = by_topic_key[key]
                 _, _, low, high = _INT_FIELDS[name]
+                kind = "INT" if high == _INT_MAX else "LONG"  # Kafka's messages (ConfigDef's parse and Range)
                 try:
                     value = _parse_int(raw)
                 except ValueError:
-                    raise ShareError(Errors.INVALID_CONFIG, f"{key}: not an integer: {raw!r}") from None
-                if not low <= value <= high:
-                    raise ShareError(Errors.INVALID_CONFIG, f"{key} must be in [{low}, {high}], got {value}")
+                    value = None
+                if value is None or not -high - 1 <= value <= high:
+                    raise ShareError(Errors.INVALID_CONFIG,
+                                     f"Invalid value {raw} for configuration {key}: Not a number of type {kind}")
+                if value < low:
+                    raise ShareError(Errors.INVALID_CONFIG,
+                                     f"Invalid value {raw} for configuration {key}: Value must be at least {low}")
                 kw[name] = value
             elif key in _ACCEPTED_TOPIC_KEYS:
                 if str(raw) in _REFUSED_TOPIC_VALUES.get(key, ()):
                     raise ShareError(Errors.INVALID_CONFIG, f"{key}={raw} is not supported by this broker")
             else:
-                raise ShareError(Errors.INVALID_CONFIG, f"unknown topic config {key!r}")
+                raise ShareError(Errors.INVALID_CONFIG, f"Unknown topic config name: {key}")
         return dataclasses.replace(self, **kw)
