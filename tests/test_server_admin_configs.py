@@ -333,3 +333,11 @@ def test_topic_config_refusals_carry_kafkas_messages(broker, client, key, value,
     refused = alter(client, TOPIC, "t", [(key, SET, value)])
     assert (refused.error_code, refused.error_message) == (INVALID_CONFIG, message)
     assert broker.store.topic_configs("t") == {}
+
+
+def test_alter_of_an_unknown_resource_type_is_unsupported_version(client):
+    """Kafka's controller answers a resource type it does not know (not 2, 4, 8, 16 or 32) with
+    UNSUPPORTED_VERSION for that resource."""
+    for resource_type in (99, 0):
+        refused = alter(client, resource_type, "x", [("a", SET, "1")])
+        assert (refused.error_code, refused.error_message) == (35, f"Unknown resource type {resource_type}.")

@@ -15,11 +15,12 @@ Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
 - A group (any name: configs may be set before the group exists, as in Kafka) describes its six share
   keys: values set on it (source GROUP_CONFIG) over the broker defaults; SET and DELETE are checked
   against the broker's bounds (INVALID_CONFIG) and kept by `GroupConfigStore`.
-APPEND and SUBTRACT (list configs) apply to none of these keys: INVALID_CONFIG. An unknown resource
-type, the same resource twice in one request, a key twice in one resource, or a null value for any
-operation but DELETE is INVALID_REQUEST (the last two before authorization, as Kafka's broker checks
-them before forwarding to its controller). A topic's new configs are checked before its existence (Kafka's
-order). `validate_only` checks only.
+APPEND and SUBTRACT (list configs) apply to none of these keys: INVALID_CONFIG. A resource type Kafka
+does not know is UNSUPPORTED_VERSION for an alter (INVALID_REQUEST for a describe). A type not served
+here (BROKER_LOGGER, CLIENT_METRICS), the same resource twice in one request, a key twice in one
+resource, or a null value for any operation but DELETE is INVALID_REQUEST (the last two before
+authorization, as Kafka's broker checks them before forwarding to its controller). A topic's new
+configs are checked before its existence (Kafka's order). `validate_only` checks only.
 
 Authorization per resource, before anything else of it: DescribeConfigs needs DESCRIBE_CONFIGS and
 IncrementalAlterConfigs ALTER_CONFIGS on the CLUSTER (for a BROKER resource), on the topic (TOPIC) or on
@@ -274,6 +275,9 @@ async def incremental_alter(ctx: RequestContext, request: Any) -> Any:
         malformed = _shape_refusal(resource)
         if malformed is not None:
             responses.append(_altered(resource, ErrorCode.invalid_request, malformed))
+            continue
+        if key[0] not in _ACL_RESOURCE:  # a type Kafka does not know: its controller's answer
+            responses.append(_altered(resource, ErrorCode.unsupported_version, f"Unknown resource type {key[0]}."))
             continue
         refused = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
         if refused is not None:
