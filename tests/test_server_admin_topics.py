@@ -191,3 +191,14 @@ def test_create_partitions_checks_existence_and_count_before_assignments_and_tak
     assert broker.store.topic_by_name("t").num_partitions == 2
     assert grow("t", 4, one * 2).error_code == NONE
     assert broker.store.topic_by_name("t").num_partitions == 4
+
+
+def test_delete_records_of_a_partition_listed_twice_applies_the_last_offset_once(broker, client):
+    """Kafka collects a DeleteRecords request into one offset per partition (the last listed wins) and
+    answers each partition once."""
+    topic_id = topic_with_records(broker, "t", count=5)
+    moved = request(client, DELETE_RECORDS, 2, {"timeout": 1000, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "offset": 3}, {"partition_index": 0, "offset": 1}]}]})
+    assert [(p.partition_index, p.low_watermark, p.error_code) for t in moved.topics for p in t.partitions] == [
+        (0, 1, NONE)]
+    assert broker.store.log_start_offset(topic_id, 0) == 1

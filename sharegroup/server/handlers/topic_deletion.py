@@ -7,7 +7,8 @@
   or an id given twice, or a name and its topic's id: that topic is not deleted, as in Kafka).
 - DeleteRecords moves each partition's log start offset to `offset` (-1: the high watermark) and pushes
   the new log start into the loaded share-partitions of that partition (their start offset moves up,
-  records below it are archived). Per partition: the new low watermark, or UNKNOWN_TOPIC_OR_PARTITION /
+  records below it are archived). A partition listed more than once is deleted up to the last offset
+  listed for it and answered once, as Kafka collects the request. Per partition: the new low watermark, or UNKNOWN_TOPIC_OR_PARTITION /
   OFFSET_OUT_OF_RANGE (beyond the high watermark) with low watermark -1.
 
 Authorization (Kafka's order; TOPIC_AUTHORIZATION_FAILED per topic or partition):
@@ -134,17 +135,20 @@ async def _delete_records_one(ctx: RequestContext, info: Any, partition: int, of
 
 
 async def delete_records(ctx: RequestContext, request: Any) -> Any:
-    topics = []
+    wanted: dict[str, dict[int, int]] = {}  # as Kafka collects them: one offset per partition, the last wins
     for topic in request.topics:
-        if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, topic.name):
-            partitions = [{"partition_index": p.partition_index, "low_watermark": -1,
-                           "error_code": ErrorCode.topic_authorization_failed} for p in topic.partitions]
-            topics.append({"name": topic.name, "partitions": partitions})
+        for p in topic.partitions:
+            wanted.setdefault(topic.name, {})[int(p.partition_index)] = int(p.offset)
+    topics = []
+    for name, offsets in wanted.items():
+        if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name):
+            partitions = [{"partition_index": p, "low_watermark": -1,
+                           "error_code": ErrorCode.topic_authorization_failed} for p in offsets]
+            topics.append({"name": name, "partitions": partitions})
             continue
-        info = ctx.broker.store.topic_by_name(topic.name)
-        partitions = [await _delete_records_one(ctx, info, int(p.partition_index), int(p.offset))
-                      for p in topic.partitions]
-        topics.append({"name": topic.name, "partitions": partitions})
+        info = ctx.broker.store.topic_by_name(name)
+        partitions = [await _delete_records_one(ctx, info, p, offset) for p, offset in offsets.items()]
+        topics.append({"name": name, "partitions": partitions})
     return ctx.response({"throttle_time": 0, "topics": topics})
 
 
