@@ -300,6 +300,26 @@ def test_produce_errors_per_partition(broker, client):
     assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
 
 
+def test_produce_to_an_unknown_topic_or_partition_with_bad_acks_answers_unknown_first(broker, client):
+    """Kafka checks a partition's existence before the acks (INVALID_REQUIRED_ACKS only reaches
+    partitions that exist), and creates nothing for such a request."""
+    _create(client, "p", 1)
+    assert _produce(client, 9, "p", 5, record_batch(), acks=2).error_code == ErrorCode.unknown_topic_or_partition
+    assert _produce(client, 9, "nope", 0, record_batch(), acks=2).error_code == ErrorCode.unknown_topic_or_partition
+    assert broker.store.topic_by_name("nope") is None
+    assert _produce(client, 9, "p", 0, record_batch(), acks=2).error_code == ErrorCode.invalid_required_acks
+
+
+def test_produce_acks_0_with_an_error_closes_the_connection(broker, client):
+    """With acks=0 the producer reads no answer, so Kafka closes the connection when a partition fails
+    (the client sees the close and refreshes its metadata); nothing is appended."""
+    _create(client, "p", 1)
+    assert _produce(client, 9, "p", 5, record_batch(), acks=0) is None
+    with pytest.raises(ConnectionError):
+        client.read_frame()
+    assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
+
+
 def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
     b = BrokerThread(tmp_path, overrides={"message.max.bytes": "100"})
     try:

@@ -1,7 +1,8 @@
 """Produce (key 0), versions 3-12: record batches handed to the topic store as the producer's bytes.
 
 Per partition (Kafka's rules):
-- acks must be 0, 1 or -1 (else every partition: INVALID_REQUIRED_ACKS);
+- acks must be 0, 1 or -1 (else every partition that exists: INVALID_REQUIRED_ACKS; the others
+  UNKNOWN_TOPIC_OR_PARTITION, and nothing is created);
 - an unknown topic is auto-created when `auto.create.topics.enable`, else UNKNOWN_TOPIC_OR_PARTITION, as is
   a partition index out of range; an illegal topic name is INVALID_TOPIC_EXCEPTION;
 - the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
@@ -12,7 +13,8 @@ Authorization (Kafka's order): batches marked transactional need WRITE on the re
 WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
 UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUIRED_ACKS). A produce auto-creates a missing topic only with
 CREATE on the cluster or on that topic.
-With acks=0 no response is sent. Partitions are appended in request order, one request of a connection
+With acks=0 no response is sent; when a partition fails, the connection is closed instead (Kafka's way
+of telling a producer that reads no answers). Partitions are appended in request order, one request of a connection
 at a time (see `connection.py`), so one producer's batches reach each partition in the order it sent them.
 """
 
@@ -27,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
+from ..connection import CloseConnection
 
 VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
@@ -100,8 +103,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts: list[dict[str, Any]] = []
         if not allowed[name]:
             parts = [_partition(p.index, ErrorCode.topic_authorization_failed) for p in topic_data.partition_data]
-        elif acks not in VALID_ACKS:
-            parts = [_partition(p.index, ErrorCode.invalid_required_acks) for p in topic_data.partition_data]
+        elif acks not in VALID_ACKS:  # only partitions that exist learn of the bad acks (Kafka's order)
+            known = ctx.broker.topics.by_name(name)
+            parts = [_partition(p.index, ErrorCode.invalid_required_acks
+                                if known is not None and 0 <= p.index < known.num_partitions
+                                else ErrorCode.unknown_topic_or_partition)
+                     for p in topic_data.partition_data]
         else:
             try:
                 topic = ctx.broker.topics.by_name(name)
@@ -118,6 +125,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     parts.append(await _append_one(ctx, topic, p.index, p.records, acks))
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
+        if any(p["error_code"] for t in responses for p in t["partition_responses"]):
+            raise CloseConnection("a Produce with acks=0 failed: closing, as Kafka does, so the client notices")
         return None
     return ctx.response({"responses": responses, "throttle_time": 0})
 
