@@ -84,6 +84,19 @@ def test_fetch_from_the_middle_limits_and_out_of_range(broker, client):
     assert (at_end.error_code, at_end.log_start_offset, bytes(at_end.records or b"")) == (NONE, 2, b"")
 
 
+def test_fetch_never_passes_partition_max_bytes_or_max_bytes_after_the_first_batch(broker, client):
+    """Kafka's limits: a partition's records stay within `partition_max_bytes` and the response within
+    `max_bytes`; only the first batch of the response may be larger (KIP-74). Whole batches here."""
+    info = topic_with_batches(broker, batches=(2, 3, 4))
+    first, second, third = stored_batches(broker.store, info.topic_id, 0)
+    one_and_a_bit = fetch(client, 12, "t", [(0, 0, len(first) + 1)]).responses[0].partitions[0]
+    assert bytes(one_and_a_bit.records) == first
+    two = fetch(client, 12, "t", [(0, 0, len(first) + len(second))]).responses[0].partitions[0]
+    assert bytes(two.records) == first + second
+    response = fetch(client, 12, "t", [(0, 0, 1 << 20)], max_bytes=len(first) + len(second) + 1)
+    assert bytes(response.responses[0].partitions[0].records) == first + second
+
+
 def test_fetch_by_unknown_topic_id_and_sessions(broker, client):
     import uuid
 

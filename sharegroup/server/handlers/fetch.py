@@ -3,9 +3,10 @@
 (librdkafka turns on RecordBatch v2 only when the broker advertises Produce >= 3 and Fetch >= 4.)
 
 - Topics by name (v4-12) or by id (v13+); per partition the stored batches from the one holding
-  `fetch_offset` on, byte-for-byte as the log keeps them, up to `partition_max_bytes` and, over the
-  whole response, `max_bytes` - except that the first partition with data always gets at least one
-  whole batch (Kafka's KIP-74 rule, so a batch larger than the limits is never stuck).
+  `fetch_offset` on, byte-for-byte as the log keeps them, whole batches adding up to at most
+  `partition_max_bytes` and, over the whole response, `max_bytes` - except that the first partition
+  with data always gets at least one whole batch (Kafka's KIP-74 rule, so a batch larger than the
+  limits is never stuck).
 - `isolation_level` 1 (read_committed) stops at the last stable offset and lists the aborted
   transactions among the batches; 0 reads up to the high watermark (here the log end: one node).
 - Every partition reports high watermark, last stable offset and log start offset. A fetch offset
@@ -77,6 +78,17 @@ def _error_partition(index: int, code: int) -> dict[str, Any]:
             "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
+def _within(batches: tuple, limit: int, at_least_one: bool) -> tuple:
+    """The leading batches whose sizes add up to at most `limit` bytes (the store may read one batch
+    past it), or the first batch alone when it is larger and `at_least_one`."""
+    taken = 0
+    for count, batch in enumerate(batches):
+        taken += len(batch.records)
+        if taken > limit:
+            return batches[:max(count, 1 if at_least_one else 0)]
+    return batches
+
+
 class _Readable:
     """READ on a topic, decided once per topic name per request (or CLUSTER_ACTION for a follower)."""
 
@@ -118,14 +130,16 @@ def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool,
             if info is None or not store.has_partition(info.topic_id, index):
                 partitions.append(_error_partition(index, unknown if info is None else ErrorCode.unknown_topic_or_partition))
                 continue
-            limit = min(int(p.partition_max_bytes), budget - total) if total else int(p.partition_max_bytes)
+            limit = min(int(p.partition_max_bytes), budget - total)
+            if not total:  # the first partition with data gets at least one batch (KIP-74)
+                limit = max(limit, 1)
             try:
                 if limit <= 0:  # the response is full: offsets only, no records
                     read = store.read(info.topic_id, index, int(p.fetch_offset), 1, read_committed=read_committed)
                     batches: tuple = ()
                 else:
                     read = store.read(info.topic_id, index, int(p.fetch_offset), limit, read_committed=read_committed)
-                    batches = read.batches
+                    batches = _within(read.batches, limit, at_least_one=not total)
             except ShareError as exc:
                 partitions.append(_error_partition(index, int(exc.error)))
                 continue
