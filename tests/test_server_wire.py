@@ -141,6 +141,31 @@ def test_metadata_null_name_below_v12_is_invalid_request(client):
     assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_request]
 
 
+def test_metadata_topic_id_with_a_name_below_v12_is_invalid_request(broker, client):
+    """Versions 10 and 11 carry a topic id field, but Kafka refuses a non-zero one there."""
+    _create(client, "named")
+    topic_id = broker.store.topic_by_name("named").topic_id
+    body = req(3, 10, topics=[{"name": "named", "topic_id": topic_id}], allow_auto_topic_creation=False,
+               include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+    assert [(t.error_code, t.name) for t in client.request(3, 10, body).topics] == [
+        (ErrorCode.invalid_request, "named")]
+
+
+def test_metadata_illegal_name_is_invalid_topic_even_without_auto_create(tmp_path, broker, client):
+    """Kafka validates the name of a topic it will not create too: INVALID_TOPIC_EXCEPTION, not unknown."""
+    resp = client.request(3, 13, md(13, ["bad/name", "fine"], allow_auto=False))
+    assert [(t.error_code, t.name) for t in resp.topics] == [
+        (ErrorCode.invalid_topic_exception, "bad/name"), (ErrorCode.unknown_topic_or_partition, "fine")]
+    off = BrokerThread(tmp_path / "off", overrides={"auto.create.topics.enable": "false"})
+    try:
+        c = RawClient(off.broker.port)
+        resp = c.request(3, 13, md(13, ["bad/name"], allow_auto=True))
+        assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_topic_exception]
+        c.close()
+    finally:
+        off.stop()
+
+
 def test_metadata_auto_creates_when_allowed_and_enabled(broker, client):
     resp = client.request(3, 13, md(13, ["auto"], allow_auto=True, ops=True))
     [topic] = resp.topics

@@ -5,8 +5,8 @@
 - Topics: all of them (v0: an empty list; v1+: null), none (v1+: empty list), or the listed ones, by name
   or (v12+, name null) by topic id. An unknown id is UNKNOWN_TOPIC_ID; an unknown name is auto-created when
   the request allows it (always below v4) and `auto.create.topics.enable` is on, else
-  UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION. Below v12 a null name is
-  INVALID_REQUEST, as Kafka answers.
+  UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION (created or not). Below v12 a
+  null name or a non-zero topic id (v10-11 have the field) is INVALID_REQUEST, as Kafka answers.
 
 Authorization (Kafka's order): DESCRIBE on each topic first, so existence is never revealed to whom may
 not describe it. A topic asked by name without DESCRIBE answers TOPIC_AUTHORIZATION_FAILED with its
@@ -28,6 +28,7 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
 from ..topic_admin import TopicInfo
+from ..topic_store import check_topic_name
 
 NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceType.TOPIC
@@ -84,7 +85,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if wanted is None or (version == 0 and not wanted):
         return _envelope(ctx, request, [_topic(ctx, t, include_ops) for t in admin.all()
                                         if ctx.authorized(DESCRIBE, TOPIC, t.name)])
-    if version < 12 and any(t.name is None for t in wanted):
+    if version < 12 and any(t.name is None or getattr(t, "topic_id", ZERO_UUID) not in (None, ZERO_UUID)
+                            for t in wanted):
         return error_response(ctx, request, ErrorCode.invalid_request)
     allow_create = bool(getattr(request, "allow_auto_topic_creation", True))
     out: list[dict[str, Any]] = []
@@ -118,8 +120,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         except ShareError as exc:
             out.append(_error_topic(name, None, int(exc.error)))
             continue
-        if info is None:
-            out.append(_error_topic(name, None, ErrorCode.unknown_topic_or_partition))
+        if info is None:  # not created: an illegal name still says so
+            try:
+                check_topic_name(name)
+            except ShareError as exc:
+                out.append(_error_topic(name, None, int(exc.error)))
+            else:
+                out.append(_error_topic(name, None, ErrorCode.unknown_topic_or_partition))
         else:
             out.append(_topic(ctx, info, include_ops))
     return _envelope(ctx, request, out)
