@@ -13,6 +13,7 @@ from tests.server_harness import BrokerThread, RawClient, batch_bytes, stored_ba
 
 FETCH, LIST_OFFSETS = 1, 2
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID = 0, 1, 3, 35, 100
+INVALID_REQUEST = 42
 TIMEOUT_S = 15.0
 
 
@@ -129,7 +130,8 @@ def test_fetch_long_poll_returns_when_records_arrive(broker, client):
 def test_list_offsets_special_timestamps_and_by_time(broker, client):
     info = topic_with_batches(broker)
     broker.call(broker.store.delete_records(info.topic_id, 0, 1))
-    assert list_offsets(client, 9, "t", [(0, -2), (0, -1), (0, -4), (0, -5), (1, -1), (7, -1)]) == [
+    asks = [(0, -2), (0, -1), (0, -4), (0, -5), (1, -1), (7, -1)]  # one request each: no partition twice
+    assert [answer for ask in asks for answer in list_offsets(client, 9, "t", [ask])] == [
         (0, NONE, -1, 1), (0, NONE, -1, 5), (0, NONE, -1, 1), (0, NONE, -1, -1), (1, NONE, -1, 0),
         (7, UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
     assert list_offsets(client, 6, "t", [(0, -3)]) == [(0, UNSUPPORTED_VERSION, -1, -1)]
@@ -139,6 +141,30 @@ def test_list_offsets_special_timestamps_and_by_time(broker, client):
     assert list_offsets(client, 1, "t", [(0, 0)]) == [(0, NONE, stamp, 1)]
     assert list_offsets(client, 2, "t", [(0, stamp + 1)]) == [(0, NONE, -1, -1)]
     assert list_offsets(client, 4, "t", [(0, 2**62)]) == [(0, NONE, -1, -1)]
+
+
+def test_list_offsets_leader_epoch_is_minus_one_without_an_offset_and_duplicates_are_invalid(broker, client):
+    """Kafka answers -1 for the leader epoch when it finds no offset (LATEST_TIERED -5 without tiered
+    storage, a timestamp newer than every record, MAX_TIMESTAMP of an empty log), and INVALID_REQUEST
+    for every copy of a partition the request names twice."""
+    topic_with_batches(broker)
+    body = build(request_class(LIST_OFFSETS, 9), {
+        "replica_id": -1, "isolation_level": 0,
+        "topics": [{"name": "t", "partitions": [{"partition_index": p, "timestamp": ts, "current_leader_epoch": -1}
+                                                for p, ts in [(0, -5), (0, 2**62), (1, -3), (1, -1)]]}]})
+    got = [(p.partition_index, p.error_code, p.offset, p.leader_epoch)
+           for p in client.request(LIST_OFFSETS, 9, body).topics[0].partitions]
+    assert got == [(0, INVALID_REQUEST, -1, -1), (0, INVALID_REQUEST, -1, -1),
+                   (1, INVALID_REQUEST, -1, -1), (1, INVALID_REQUEST, -1, -1)]
+    answers = []
+    for partition, timestamp in [(0, -5), (0, 2**62), (1, -3), (0, -1), (0, 0)]:
+        body = build(request_class(LIST_OFFSETS, 9), {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": "t", "partitions": [{"partition_index": partition, "timestamp": timestamp,
+                                                     "current_leader_epoch": -1}]}]})
+        (p,) = client.request(LIST_OFFSETS, 9, body).topics[0].partitions
+        answers.append((p.error_code, p.offset, p.leader_epoch))
+    assert answers == [(NONE, -1, -1), (NONE, -1, -1), (NONE, -1, -1), (NONE, 5, 0), (NONE, 0, 0)]
 
 
 # -- real clients ---------------------------------------------------------------------------------------
