@@ -26,11 +26,11 @@ def broker(tmp_path):
 
 
 def fetch(client: RawClient, version: int, topic, partitions, max_wait_ms: int = 0, min_bytes: int = 1,
-          max_bytes: int = 1 << 20, isolation: int = 0, session_id: int = 0):
+          max_bytes: int = 1 << 20, isolation: int = 0, session_id: int = 0, session_epoch: int = -1):
     key = "topic_id" if version >= 13 else "topic"
     body = build(request_class(FETCH, version), {
         "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-        "isolation_level": isolation, "session_id": session_id, "session_epoch": -1,
+        "isolation_level": isolation, "session_id": session_id, "session_epoch": session_epoch,
         "topics": [{key: topic, "partitions": [{"partition": p, "fetch_offset": o, "partition_max_bytes": m,
                                                   "log_start_offset": -1} for p, o, m in partitions]}],
         "forgotten_topics_data": [], "rack_id": ""})
@@ -104,7 +104,15 @@ def test_fetch_by_unknown_topic_id_and_sessions(broker, client):
     topic_with_batches(broker)
     unknown = fetch(client, 13, uuid.uuid4(), [(0, 0, 100)]).responses[0].partitions[0]
     assert unknown.error_code == UNKNOWN_TOPIC_ID
-    assert fetch(client, 7, "t", [(0, 0, 100)], session_id=42).error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+    # Kafka (KIP-227): epoch 0 or -1 is a full request, whatever the session id (a named session is
+    # closed); only an incremental epoch names a session, and none exists here: FETCH_SESSION_ID_NOT_FOUND,
+    # with no partitions (the broker does not know which ones the session held).
+    for session_id, epoch in [(42, -1), (42, 0)]:
+        full = fetch(client, 7, "t", [(0, 0, 100)], session_id=session_id, session_epoch=epoch)
+        assert (full.error_code, full.session_id, full.responses[0].partitions[0].error_code) == (NONE, 0, NONE)
+    for session_id, epoch in [(42, 3), (0, 1)]:
+        refused = fetch(client, 7, "t", [(0, 0, 100)], session_id=session_id, session_epoch=epoch)
+        assert (refused.error_code, refused.session_id, refused.responses) == (70, 0, ())
 
 
 def test_fetch_long_poll_returns_when_records_arrive(broker, client):

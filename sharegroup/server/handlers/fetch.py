@@ -18,7 +18,9 @@
   partition); by topic id an unknown id is UNKNOWN_TOPIC_ID first (ids are not secret). A follower's
   fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster instead, else every partition is refused.
 - Fetch sessions (KIP-227) are not offered: every response has session id 0, so clients keep sending
-  full requests; a request naming a session (id != 0) gets FETCH_SESSION_ID_NOT_FOUND.
+  full requests. A full request (session epoch 0 or -1) is served whatever session id it names (Kafka
+  closes such a session); an incremental one (any other epoch) names a session that cannot exist:
+  FETCH_SESSION_ID_NOT_FOUND at the top with no partitions, as Kafka answers a session error.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 
 READ_COMMITTED = 1
+FULL_EPOCHS = (0, -1)  # KIP-227: a full request (0 would open a session, -1 asks for none)
 _signals: "weakref.WeakKeyDictionary[Any, AppendSignal]" = weakref.WeakKeyDictionary()
 
 
@@ -159,8 +162,9 @@ def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool,
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if int(getattr(request, "session_id", 0)) != 0:
-        return error_response(ctx, request, ErrorCode.fetch_session_id_not_found)
+    if int(getattr(request, "session_epoch", -1)) not in FULL_EPOCHS:  # incremental: a session we never made
+        return ctx.response({"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,
+                             "session_id": 0, "responses": []})
     read_committed = int(request.isolation_level) == READ_COMMITTED
     loop = asyncio.get_running_loop()
     max_wait_s = max(0.0, request.max_wait.total_seconds())
