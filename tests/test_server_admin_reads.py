@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import time
 
 import pytest
@@ -14,6 +15,7 @@ from tests.server_harness import BrokerThread, RawClient, batch_bytes, stored_ba
 FETCH, LIST_OFFSETS = 1, 2
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID = 0, 1, 3, 35, 100
 INVALID_REQUEST = 42
+NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 6, 74, 75
 TIMEOUT_S = 15.0
 
 
@@ -113,6 +115,35 @@ def test_fetch_by_unknown_topic_id_and_sessions(broker, client):
     for session_id, epoch in [(42, 3), (0, 1)]:
         refused = fetch(client, 7, "t", [(0, 0, 100)], session_id=session_id, session_epoch=epoch)
         assert (refused.error_code, refused.session_id, refused.responses) == (70, 0, ())
+
+
+def _fetch_as(client, version: int, replica_id: int, leader_epoch: int, partition: int = 0, topic_id=None):
+    ref = {"topic_id": topic_id} if version >= 13 else {"topic": "t"}
+    replica = ({"replica_state": {"replica_id": replica_id, "replica_epoch": -1}} if version >= 15
+               else {"replica_id": replica_id})
+    body = build(request_class(FETCH, version), {
+        **replica, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{**ref, "partitions": [{"partition": partition, "current_leader_epoch": leader_epoch,
+                                                  "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                                  "log_start_offset": -1}]}]})
+    (p,) = client.request(FETCH, version, body).responses[0].partitions
+    return p.error_code, p.high_watermark, bytes(p.records or b"")
+
+
+@pytest.mark.parametrize("version", [12, 17])
+def test_fetch_checks_the_leader_epoch_and_has_no_followers(broker, client, version):
+    """Kafka checks `current_leader_epoch` (the leader's is 0 here: above it UNKNOWN_LEADER_EPOCH) and
+    serves followers only of the partition's replicas: this node has none, so a follower's fetch is
+    refused per partition (UNKNOWN_LEADER_EPOCH with an epoch, else NOT_LEADER_OR_FOLLOWER)."""
+    topic_id = topic_with_batches(broker).topic_id
+    fetch_as = functools.partial(_fetch_as, client, version, topic_id=topic_id)
+    assert fetch_as(-1, 0)[:2] == (NONE, 5)
+    assert fetch_as(-1, -1)[:2] == (NONE, 5)
+    assert fetch_as(-1, 3) == (UNKNOWN_LEADER_EPOCH, -1, b"")
+    assert fetch_as(2, -1) == (NOT_LEADER_OR_FOLLOWER, -1, b"")
+    assert fetch_as(2, 0) == (UNKNOWN_LEADER_EPOCH, -1, b"")
+    assert fetch_as(2, 0, partition=9)[0] == UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_fetch_long_poll_returns_when_records_arrive(broker, client):

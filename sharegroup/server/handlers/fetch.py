@@ -16,7 +16,10 @@
   `max_wait` for an append to any partition of the store, then reads again; never past `max_wait`.
 - Authorization: READ on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per
   partition); by topic id an unknown id is UNKNOWN_TOPIC_ID first (ids are not secret). A follower's
-  fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster instead, else every partition is refused.
+  fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster instead, else every partition is refused;
+  allowed, it is still refused per partition, as Kafka refuses a replica it does not know (this node
+  is every partition's only replica): UNKNOWN_LEADER_EPOCH when it names a leader epoch, else
+  NOT_LEADER_OR_FOLLOWER. A `current_leader_epoch` above the leader's (0) is UNKNOWN_LEADER_EPOCH.
 - Fetch sessions (KIP-227) are not offered: every response has session id 0, so clients keep sending
   full requests. A full request (session epoch 0 or -1) is served whatever session id it names (Kafka
   closes such a session); an incremental one (any other epoch) names a session that cannot exist:
@@ -36,6 +39,7 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 
 READ_COMMITTED = 1
+LEADER_EPOCH = 0  # this node leads every partition from the start, never re-elected
 FULL_EPOCHS = (0, -1)  # KIP-227: a full request (0 would open a session, -1 asks for none)
 _signals: "weakref.WeakKeyDictionary[Any, AppendSignal]" = weakref.WeakKeyDictionary()
 
@@ -81,6 +85,17 @@ def _error_partition(index: int, code: int) -> dict[str, Any]:
             "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
+def _leader_epoch_error(current_leader_epoch: int, is_follower: bool) -> int:
+    """Kafka's checks before a read: a known leader epoch (>= 0) above this leader's (always 0) is
+    UNKNOWN_LEADER_EPOCH; a follower is none of the partition's replicas (this node is the only one):
+    UNKNOWN_LEADER_EPOCH when it names an epoch, else NOT_LEADER_OR_FOLLOWER. 0 when the read may go on."""
+    if current_leader_epoch > LEADER_EPOCH:
+        return ErrorCode.unknown_leader_epoch
+    if is_follower:
+        return ErrorCode.unknown_leader_epoch if current_leader_epoch >= 0 else ErrorCode.not_leader_or_follower
+    return ErrorCode.none
+
+
 def _within(batches: tuple, limit: int, at_least_one: bool) -> tuple:
     """The leading batches whose sizes add up to at most `limit` bytes (the store may read one batch
     past it), or the first batch alone when it is larger and `at_least_one`."""
@@ -99,6 +114,7 @@ class _Readable:
         self.ctx = ctx
         replica_state = getattr(request, "replica_state", None)
         replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
+        self.is_follower = replica_id >= 0
         self.follower_allowed = None if replica_id < 0 else ctx.authorized(
             AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
         self._decided: dict[str, bool] = {}
@@ -132,6 +148,10 @@ def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool,
                 continue
             if info is None or not store.has_partition(info.topic_id, index):
                 partitions.append(_error_partition(index, unknown if info is None else ErrorCode.unknown_topic_or_partition))
+                continue
+            epoch_error = _leader_epoch_error(int(getattr(p, "current_leader_epoch", -1)), readable.is_follower)
+            if epoch_error:
+                partitions.append(_error_partition(index, epoch_error))
                 continue
             limit = min(int(p.partition_max_bytes), budget - total)
             if not total:  # the first partition with data gets at least one batch (KIP-74)
