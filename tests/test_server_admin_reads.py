@@ -206,6 +206,19 @@ def test_list_offsets_leader_epoch_is_minus_one_without_an_offset_and_duplicates
     assert answers == [(NONE, -1, -1), (NONE, -1, -1), (NONE, -1, -1), (NONE, 5, 0), (NONE, 0, 0)]
 
 
+def test_list_offsets_checks_the_current_leader_epoch(broker, client):
+    """As Fetch: the leader's epoch is 0; a request naming a higher one is UNKNOWN_LEADER_EPOCH, a lower
+    one (other than -1, "unknown") FENCED_LEADER_EPOCH."""
+    topic_with_batches(broker)
+    answers = []
+    for epoch in (-1, 0, 4, -2):
+        body = build(request_class(LIST_OFFSETS, 9), {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": epoch}]}]})
+        (p,) = client.request(LIST_OFFSETS, 9, body).topics[0].partitions
+        answers.append((p.error_code, p.offset, p.leader_epoch))
+    assert answers == [(NONE, 5, 0), (NONE, 5, 0), (UNKNOWN_LEADER_EPOCH, -1, -1), (FENCED_LEADER_EPOCH, -1, -1)]
+
+
 # -- real clients ---------------------------------------------------------------------------------------
 
 

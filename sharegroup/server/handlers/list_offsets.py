@@ -12,7 +12,9 @@ Special timestamps answer timestamp -1, as Kafka does. Leader epoch is 0 (one no
 or -1 when no offset is found (offset -1), as Kafka leaves it.
 Errors per partition: TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic (checked first, so
 existence is not revealed); INVALID_REQUEST for each copy of a partition named twice;
-UNKNOWN_TOPIC_OR_PARTITION; a special timestamp the version does not know is UNSUPPORTED_VERSION.
+UNKNOWN_TOPIC_OR_PARTITION; a `current_leader_epoch` (v4+; -1: unknown) above the leader's 0 is
+UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH; a special timestamp the version does not know is
+UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..authorization import AclOperation, ResourceType
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
+LEADER_EPOCH = 0  # this node leads every partition from the start, never re-elected
 _MAX_TS = struct.Struct(">q")
 _MAX_TS_AT = 35  # a v2 batch header: ... firstTimestamp (int64) at 27, maxTimestamp (int64) at 35
 _SCAN_BYTES = 1 << 20
@@ -103,6 +106,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None or not store.has_partition(info.topic_id, index):
                 partitions.append(_partition(index, ErrorCode.unknown_topic_or_partition))
                 continue
+            current_epoch = int(getattr(p, "current_leader_epoch", -1))
+            if current_epoch != -1 and current_epoch != LEADER_EPOCH:
+                partitions.append(_partition(index, ErrorCode.unknown_leader_epoch if current_epoch > LEADER_EPOCH
+                                             else ErrorCode.fenced_leader_epoch))
+                continue
             if timestamp < 0 and (timestamp < LATEST_TIERED or ctx.api_version < _MIN_VERSION.get(timestamp, 0)):
                 partitions.append(_partition(index, ErrorCode.unsupported_version))
                 continue
@@ -111,7 +119,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             except ShareError as exc:
                 partitions.append(_partition(index, int(exc.error)))
                 continue
-            partitions.append(_partition(index, ErrorCode.none, found_ts, offset, 0 if offset >= 0 else -1))
+            partitions.append(_partition(index, ErrorCode.none, found_ts, offset, LEADER_EPOCH if offset >= 0 else -1))
         topics.append({"name": topic.name, "partitions": partitions})
     return ctx.response({"throttle_time": 0, "topics": topics})
 
