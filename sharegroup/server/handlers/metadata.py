@@ -13,7 +13,8 @@ not describe it. A topic asked by name without DESCRIBE answers TOPIC_AUTHORIZAT
 name and topic id zero, whether or not it exists; by id, with name null and the id (ids are not
 secret; an unknown id is UNKNOWN_TOPIC_ID); an all-topics request silently omits such topics. A
 missing topic is auto-created only with CREATE on the cluster or on that topic name, else
-TOPIC_AUTHORIZATION_FAILED. `*_authorized_operations` report what the principal may do.
+TOPIC_AUTHORIZATION_FAILED. `*_authorized_operations` report what the principal may do (the
+cluster's only to whom may DESCRIBE the cluster, else 0, as Kafka does).
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def _envelope(ctx: RequestContext, request: Any, topics: list[dict[str, Any]]) -
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": (ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
-                                          if include_cluster_ops else NO_OPERATIONS),
+        "cluster_authorized_operations": (NO_OPERATIONS if not include_cluster_ops
+                                          else ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                                          if ctx.authorized(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0),
         "error_code": ErrorCode.none,
     })
 
