@@ -345,6 +345,27 @@ def test_produce_acks_0_with_an_error_closes_the_connection(broker, client):
     assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
 
 
+def _zstd_marked(batch: bytes) -> bytes:
+    """`batch` with its attributes saying ZSTD (codec 4) and the CRC-32C made right again."""
+    from sharegroup.server.record_batch import batch_crc
+
+    data = bytearray(batch)
+    data[22] = (data[22] & ~0x07) | 4
+    struct.pack_into(">I", data, 17, batch_crc(data, 0, len(data)))
+    return bytes(data)
+
+
+def test_produce_below_v7_refuses_zstd_before_the_acks(broker, client):
+    """ZSTD came with Produce v7 (KIP-110): Kafka answers UNSUPPORTED_COMPRESSION_TYPE to older versions,
+    a check of the request's records made before the acks are looked at; nothing is appended."""
+    _create(client, "z", 1)
+    zstd = _zstd_marked(record_batch(2))
+    assert _produce(client, 6, "z", 0, zstd).error_code == ErrorCode.unsupported_compression_type
+    assert _produce(client, 3, "z", 0, zstd, acks=2).error_code == ErrorCode.unsupported_compression_type
+    assert broker.store.log_end_offset(broker.store.topic_by_name("z").topic_id, 0) == 0
+    assert _produce(client, 6, "z", 0, record_batch(2)).error_code == ErrorCode.none
+
+
 def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
     b = BrokerThread(tmp_path, overrides={"message.max.bytes": "100"})
     try:

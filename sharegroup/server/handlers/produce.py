@@ -5,6 +5,7 @@ Per partition (Kafka's rules):
   UNKNOWN_TOPIC_OR_PARTITION, and nothing is created);
 - an unknown topic is auto-created when `auto.create.topics.enable`, else UNKNOWN_TOPIC_OR_PARTITION, as is
   a partition index out of range; an illegal topic name is INVALID_TOPIC_EXCEPTION;
+- a ZSTD batch below v7 is UNSUPPORTED_COMPRESSION_TYPE (checked before the acks, as Kafka does);
 - the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
   `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
   `ShareError` becomes that partition's error, and nothing of it is appended.
@@ -34,6 +35,7 @@ from ..connection import CloseConnection
 VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
 _TRANSACTIONAL_BIT = 0x10
+_COMPRESSION_MASK, _ZSTD, _ZSTD_SINCE_VERSION = 0x07, 4, 7
 
 
 def _has_transactional_batches(records: bytes | None) -> bool:
@@ -50,6 +52,14 @@ def _has_transactional_batches(records: bytes | None) -> bool:
             break
         position += 12 + batch_length
     return False
+
+
+def _zstd_before_v7(records: bytes | None, version: int) -> bool:
+    """Whether a Produce below v7 carries a v2 batch compressed with ZSTD, which came with v7 (Kafka
+    checks the request's first batch so, before the acks and the log's own checks)."""
+    if version >= _ZSTD_SINCE_VERSION or not records or len(records) < _ATTRIBUTES_AT + 2 or records[16] != 2:
+        return False
+    return records[_ATTRIBUTES_AT + 1] & _COMPRESSION_MASK == _ZSTD
 
 
 def _may_create(ctx: RequestContext, name: str) -> bool:
@@ -79,6 +89,9 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
     if not 0 <= index < topic.num_partitions:
         return _partition(index, ErrorCode.unknown_topic_or_partition,
                           f"This server does not host this topic-partition: {topic.name}-{index}")
+    if _zstd_before_v7(records, ctx.api_version):
+        return _partition(index, ErrorCode.unsupported_compression_type,
+                          f"ZSTD compression needs Produce v{_ZSTD_SINCE_VERSION} or later")
     try:
         result = broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
         if inspect.isawaitable(result):
@@ -105,9 +118,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             parts = [_partition(p.index, ErrorCode.topic_authorization_failed) for p in topic_data.partition_data]
         elif acks not in VALID_ACKS:  # only partitions that exist learn of the bad acks (Kafka's order)
             known = ctx.broker.topics.by_name(name)
-            parts = [_partition(p.index, ErrorCode.invalid_required_acks
-                                if known is not None and 0 <= p.index < known.num_partitions
-                                else ErrorCode.unknown_topic_or_partition)
+            parts = [_partition(p.index, ErrorCode.unknown_topic_or_partition
+                                if known is None or not 0 <= p.index < known.num_partitions
+                                else ErrorCode.unsupported_compression_type
+                                if _zstd_before_v7(p.records, ctx.api_version)
+                                else ErrorCode.invalid_required_acks)
                      for p in topic_data.partition_data]
         else:
             try:
