@@ -433,6 +433,24 @@ def test_init_producer_id_with_a_transactional_id_is_refused(client):
         ErrorCode.invalid_transaction_timeout)
 
 
+def test_init_producer_id_half_an_id_or_an_empty_transactional_id_is_invalid_request(client):
+    """v3+ (KIP-360): a producer id without an epoch, or an epoch without an id, is INVALID_REQUEST and
+    hands out no id; an empty transactional id is INVALID_REQUEST before the timeout is looked at."""
+    def init(transactional_id=None, producer_id=-1, producer_epoch=-1, timeout_s=0):
+        return client.request(22, 4, req(22, 4, transactional_id=transactional_id,
+                                         transaction_timeout=datetime.timedelta(seconds=timeout_s),
+                                         producer_id=producer_id, producer_epoch=producer_epoch))
+
+    first = init()
+    for pid, epoch in [(-1, 0), (first.producer_id, -1)]:
+        refused = init(producer_id=pid, producer_epoch=epoch)
+        assert (refused.error_code, refused.producer_id, refused.producer_epoch) == (ErrorCode.invalid_request, -1, -1)
+    assert init(producer_id=first.producer_id, producer_epoch=0).error_code == ErrorCode.none
+    assert init().producer_id == first.producer_id + 2  # the refused ones took no id
+    assert init("", timeout_s=3600).error_code == ErrorCode.invalid_request
+    assert init("tx", producer_id=-1, producer_epoch=3, timeout_s=60).error_code == ErrorCode.invalid_request
+
+
 @pytest.mark.parametrize("version", [4, 12, 13, 17])
 def test_fetch_of_an_empty_partition_answers_its_offsets(broker, client, version):
     _create(client, "f", 1)
