@@ -366,6 +366,23 @@ def test_produce_below_v7_refuses_zstd_before_the_acks(broker, client):
     assert _produce(client, 6, "z", 0, record_batch(2)).error_code == ErrorCode.none
 
 
+def test_produce_sequence_and_epoch_faults_carry_the_log_start_offset(broker, client):
+    """Kafka answers a refused idempotent batch (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH)
+    with the partition's log start offset (v5+), which producers use to tell a lost state from a gap."""
+    _create(client, "seq", 1)
+    pid = client.request(22, 4, req(22, 4, transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                    producer_id=-1, producer_epoch=-1)).producer_id
+    assert _produce(client, 9, "seq", 0, batch_bytes(2, producer_id=pid, producer_epoch=1, base_sequence=0)).error_code == 0
+    assert _produce(client, 9, "seq", 0, batch_bytes(2, producer_id=pid, producer_epoch=1, base_sequence=2)).error_code == 0
+    topic_id = broker.store.topic_by_name("seq").topic_id
+    broker.call(broker.store.delete_records(topic_id, 0, 1))
+    gap = _produce(client, 9, "seq", 0, batch_bytes(1, producer_id=pid, producer_epoch=1, base_sequence=9))
+    assert (gap.error_code, gap.base_offset, gap.log_start_offset) == (ErrorCode.out_of_order_sequence_number, -1, 1)
+    old = _produce(client, 9, "seq", 0, batch_bytes(1, producer_id=pid, producer_epoch=0, base_sequence=4))
+    assert (old.error_code, old.base_offset, old.log_start_offset) == (ErrorCode.invalid_producer_epoch, -1, 1)
+    assert broker.store.log_end_offset(topic_id, 0) == 4
+
+
 def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
     b = BrokerThread(tmp_path, overrides={"message.max.bytes": "100"})
     try:

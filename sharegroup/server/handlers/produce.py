@@ -8,7 +8,8 @@ Per partition (Kafka's rules):
 - a ZSTD batch below v7 is UNSUPPORTED_COMPRESSION_TYPE (checked before the acks, as Kafka does);
 - the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
   `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
-  `ShareError` becomes that partition's error, and nothing of it is appended.
+  `ShareError` becomes that partition's error, and nothing of it is appended (an epoch or sequence
+  fault answers the log start offset, as Kafka does, so the producer can tell its state was lost).
 Authorization (Kafka's order): batches marked transactional need WRITE on the request's transactional id
 (none given: the same refusal), else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then
 WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
@@ -36,6 +37,9 @@ VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
 _TRANSACTIONAL_BIT = 0x10
 _COMPRESSION_MASK, _ZSTD, _ZSTD_SINCE_VERSION = 0x07, 4, 7
+# Refusals Kafka answers with the partition's log start offset (a producer's epoch or sequence fault).
+_WITH_LOG_START = frozenset({ErrorCode.out_of_order_sequence_number, ErrorCode.invalid_producer_epoch,
+                             ErrorCode.duplicate_sequence_number, ErrorCode.unknown_producer_id})
 
 
 def _has_transactional_batches(records: bytes | None) -> bool:
@@ -97,7 +101,10 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
         if inspect.isawaitable(result):
             result = await result
     except ShareError as exc:
-        return _partition(index, int(exc.error), exc.message or None)
+        log_start = -1
+        if int(exc.error) in _WITH_LOG_START:
+            log_start = broker.store.log_start_offset(topic.topic_id, index)
+        return _partition(index, int(exc.error), exc.message or None, log_start_offset=log_start)
     return _partition(index, ErrorCode.none, None, result.base_offset, result.log_append_time_ms, result.log_start_offset)
 
 
