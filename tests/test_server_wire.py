@@ -166,6 +166,17 @@ def test_metadata_illegal_name_is_invalid_topic_even_without_auto_create(tmp_pat
         off.stop()
 
 
+def test_metadata_fills_authorized_operations_of_a_topic_it_does_not_have(client):
+    """Kafka reports the asked operations for every topic it looked up by name, found or not (an unknown
+    or illegal name too); only refused and unknown-id entries keep the schema's default."""
+    every = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+    resp = client.request(3, 13, md(13, ["absent", "bad/name"], ops=True))
+    assert [(t.error_code, t.topic_authorized_operations) for t in resp.topics] == [
+        (ErrorCode.unknown_topic_or_partition, every), (ErrorCode.invalid_topic_exception, every)]
+    (by_id,) = client.request(3, 13, md(13, [uuid.uuid4()], ops=True)).topics
+    assert (by_id.error_code, by_id.topic_authorized_operations) == (ErrorCode.unknown_topic_id, -(2**31))
+
+
 def test_metadata_auto_creates_when_allowed_and_enabled(broker, client):
     resp = client.request(3, 13, md(13, ["auto"], allow_auto=True, ops=True))
     [topic] = resp.topics

@@ -14,7 +14,8 @@ name and topic id zero, whether or not it exists; by id, with name null and the 
 secret; an unknown id is UNKNOWN_TOPIC_ID); an all-topics request silently omits such topics. A
 missing topic is auto-created only with CREATE on the cluster or on that topic name, else
 TOPIC_AUTHORIZATION_FAILED. `*_authorized_operations` report what the principal may do (the
-cluster's only to whom may DESCRIBE the cluster, else 0, as Kafka does).
+cluster's only to whom may DESCRIBE the cluster, else 0, as Kafka does; a topic's also when a name
+it could describe is unknown or illegal).
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ def _topic(ctx: RequestContext, info: TopicInfo, include_ops: bool) -> dict[str,
 def _error_topic(name: str | None, topic_id: uuid.UUID | None, code: int) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id or ZERO_UUID, "is_internal": False,
             "partitions": [], "topic_authorized_operations": NO_OPERATIONS}
+
+
+def _looked_up(ctx: RequestContext, entry: dict[str, Any], include_ops: bool) -> dict[str, Any]:
+    """A topic looked up by name but not found: Kafka still reports the asked operations on its name."""
+    if include_ops:
+        entry["topic_authorized_operations"] = ctx.authorized_operations(TOPIC, entry["name"])
+    return entry
 
 
 def _envelope(ctx: RequestContext, request: Any, topics: list[dict[str, Any]]) -> Any:
@@ -119,16 +127,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         try:
             info = info or (await admin.get_or_create(name) if allow_create else None)
-        except ShareError as exc:
-            out.append(_error_topic(name, None, int(exc.error)))
-            continue
-        if info is None:  # not created: an illegal name still says so
-            try:
+            if info is None:  # not created: an illegal name still says so
                 check_topic_name(name)
-            except ShareError as exc:
-                out.append(_error_topic(name, None, int(exc.error)))
-            else:
-                out.append(_error_topic(name, None, ErrorCode.unknown_topic_or_partition))
+        except ShareError as exc:
+            out.append(_looked_up(ctx, _error_topic(name, None, int(exc.error)), include_ops))
+            continue
+        if info is None:
+            out.append(_looked_up(ctx, _error_topic(name, None, ErrorCode.unknown_topic_or_partition), include_ops))
         else:
             out.append(_topic(ctx, info, include_ops))
     return _envelope(ctx, request, out)
