@@ -219,6 +219,23 @@ def test_list_offsets_checks_the_current_leader_epoch(broker, client):
     assert answers == [(NONE, 5, 0), (NONE, 5, 0), (UNKNOWN_LEADER_EPOCH, -1, -1), (FENCED_LEADER_EPOCH, -1, -1)]
 
 
+def test_list_offsets_read_committed_finds_nothing_at_or_past_the_lso(broker, client):
+    """Kafka's timestamp and MAX_TIMESTAMP look-ups for read_committed answer only offsets below the last
+    stable offset (-1/-1 otherwise), as read_uncommitted ones stop at the high watermark."""
+    from tests.server_batches import produce_batch
+
+    info = broker.call(broker.store.create_topic("txl", 1))
+    append = lambda data: broker.call(broker.store.append(info.topic_id, 0, data, acks=-1))  # noqa: E731
+    append(produce_batch(2, timestamp_ms=1_000))
+    append(produce_batch(3, timestamp_ms=2_000, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True))
+    append(produce_batch(1, timestamp_ms=3_000))
+    asks = [(0, 500), (0, 1_500), (0, -3)]
+    assert [a for ask in asks for a in list_offsets(client, 7, "txl", [ask], isolation=1)] == [
+        (0, NONE, 1_000, 0), (0, NONE, -1, -1), (0, NONE, -1, -1)]
+    assert [a for ask in asks for a in list_offsets(client, 7, "txl", [ask], isolation=0)] == [
+        (0, NONE, 1_000, 0), (0, NONE, 2_000, 2), (0, NONE, 3_000, 5)]
+
+
 # -- real clients ---------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,8 @@ Per partition, by Kafka's special timestamps:
 - -5 (LATEST_TIERED, v9+): nothing is ever tiered: offset -1;
 - a timestamp >= 0: the first offset whose batch timestamp is at or after it, with that batch's max
   timestamp; offset -1 (and timestamp -1) when no record is that recent.
+- with read_committed, a time or MAX_TIMESTAMP look-up that lands at or past the last stable offset
+  finds nothing (-1/-1), as Kafka answers only offsets a read_committed consumer could fetch.
 Special timestamps answer timestamp -1, as Kafka does. Leader epoch is 0 (one node, never re-elected),
 or -1 when no offset is found (offset -1), as Kafka leaves it.
 Errors per partition: TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic (checked first, so
@@ -70,10 +72,12 @@ def _lookup(ctx: RequestContext, info: Any, partition: int, timestamp: int, read
         return -1, store.log_start_offset(topic_id, partition)
     if timestamp == LATEST_TIERED:
         return -1, -1
+    fetchable = store.last_stable_offset(topic_id, partition) if read_committed else store.log_end_offset(topic_id, partition)
     if timestamp == MAX_TIMESTAMP:
-        return _max_timestamp(store, topic_id, partition)
+        found_ts, offset = _max_timestamp(store, topic_id, partition)
+        return (found_ts, offset) if offset < fetchable else (-1, -1)
     offset = store.offset_for(topic_id, partition, timestamp)
-    if offset >= store.log_end_offset(topic_id, partition):
+    if offset >= fetchable:
         return -1, -1
     read = store.read(topic_id, partition, offset, 1)
     return (_batch_max_timestamp(read.batches[0]), offset) if read.batches else (-1, -1)
