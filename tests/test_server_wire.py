@@ -136,6 +136,19 @@ def test_metadata_by_topic_id_and_unknown_id(broker, client):
         ErrorCode.unknown_topic_id, None, missing, ())
 
 
+def test_metadata_v12_with_any_topic_id_looks_up_by_id_only(broker, client):
+    """Kafka: once a v12+ request carries a non-zero topic id, it is answered by ids alone; names (also
+    one beside an id) are not looked at."""
+    _create(client, "a")
+    _create(client, "b")
+    b_id = broker.store.topic_by_name("b").topic_id
+    body = req(3, 12, topics=[{"name": "a", "topic_id": b_id}, {"name": "c", "topic_id": ZERO_UUID}],
+               allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+    assert [(t.error_code, t.name, t.topic_id) for t in client.request(3, 12, body).topics] == [
+        (ErrorCode.none, "b", b_id)]
+    assert broker.store.topic_by_name("c") is None
+
+
 def test_metadata_null_name_below_v12_is_invalid_request(client):
     resp = client.request(3, 11, md(11, [uuid.uuid4()]))
     assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_request]

@@ -3,8 +3,9 @@
 - This one node is the only broker, the controller (`AdminClient.create_topics` waits for one) and the
   leader of every partition (leader epoch 0, replicas and ISR = this node).
 - Topics: all of them (v0: an empty list; v1+: null), none (v1+: empty list), or the listed ones, by name
-  or (v12+, name null) by topic id. An unknown id is UNKNOWN_TOPIC_ID; an unknown name is auto-created when
-  the request allows it (always below v4) and `auto.create.topics.enable` is on, else
+  or (v12+) by topic id: once any entry carries a non-zero id, only ids are looked up (names, even one
+  beside an id, are ignored, as Kafka does). An unknown id is UNKNOWN_TOPIC_ID; an unknown name is
+  auto-created when the request allows it (always below v4) and `auto.create.topics.enable` is on, else
   UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION (created or not). Below v12 a
   null name or a non-zero topic id (v10-11 have the field) is INVALID_REQUEST, as Kafka answers.
 
@@ -99,16 +100,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                             for t in wanted):
         return error_response(ctx, request, ErrorCode.invalid_request)
     allow_create = bool(getattr(request, "allow_auto_topic_creation", True))
+    by_id = version >= 12 and any(getattr(t, "topic_id", None) not in (None, ZERO_UUID) for t in wanted)
+    if by_id:  # Kafka: any topic id makes it a lookup by ids alone
+        wanted = [t for t in wanted if t.topic_id not in (None, ZERO_UUID)]
     out: list[dict[str, Any]] = []
     seen: set[Any] = set()
     for entry in wanted:
         name = entry.name
         topic_id = getattr(entry, "topic_id", None)
-        key = name if name is not None else topic_id
+        key = topic_id if by_id or name is None else name
         if key in seen:
             continue
         seen.add(key)
-        if name is None:
+        if name is None or by_id:
             info = admin.by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
             if info is None:
                 out.append(_error_topic(None, topic_id, ErrorCode.unknown_topic_id))
