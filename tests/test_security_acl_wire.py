@@ -96,6 +96,17 @@ def test_metadata_never_reveals_whether_an_undescribable_topic_exists(broker, cl
     assert "md-secret" in [t.name for t in metadata(client, None).topics]
 
 
+def test_metadata_cluster_operations_need_describe_on_the_cluster(broker, client):
+    """Kafka reports the cluster's authorized operations only to a principal that may DESCRIBE the
+    cluster; anyone else gets 0, whatever else it may do there."""
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.CREATE)  # CREATE does not imply DESCRIBE
+    ask = {"topics": [], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": True,
+           "include_topic_authorized_operations": False}
+    assert call(client, 3, 10, ask).cluster_authorized_operations == 0
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.DESCRIBE)
+    assert call(client, 3, 10, ask).cluster_authorized_operations == (1 << Op.CREATE) | (1 << Op.DESCRIBE)
+
+
 def test_metadata_auto_creation_needs_create(broker, client):
     grant(broker, RT.TOPIC, "auto-a", Op.DESCRIBE)
     grant(broker, RT.TOPIC, "auto-b", Op.DESCRIBE, Op.CREATE)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import time
 
 import pytest
@@ -13,6 +14,8 @@ from tests.server_harness import BrokerThread, RawClient, batch_bytes, stored_ba
 
 FETCH, LIST_OFFSETS = 1, 2
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID = 0, 1, 3, 35, 100
+INVALID_REQUEST = 42
+NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 6, 74, 75
 TIMEOUT_S = 15.0
 
 
@@ -25,11 +28,11 @@ def broker(tmp_path):
 
 
 def fetch(client: RawClient, version: int, topic, partitions, max_wait_ms: int = 0, min_bytes: int = 1,
-          max_bytes: int = 1 << 20, isolation: int = 0, session_id: int = 0):
+          max_bytes: int = 1 << 20, isolation: int = 0, session_id: int = 0, session_epoch: int = -1):
     key = "topic_id" if version >= 13 else "topic"
     body = build(request_class(FETCH, version), {
         "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-        "isolation_level": isolation, "session_id": session_id, "session_epoch": -1,
+        "isolation_level": isolation, "session_id": session_id, "session_epoch": session_epoch,
         "topics": [{key: topic, "partitions": [{"partition": p, "fetch_offset": o, "partition_max_bytes": m,
                                                   "log_start_offset": -1} for p, o, m in partitions]}],
         "forgotten_topics_data": [], "rack_id": ""})
@@ -84,13 +87,63 @@ def test_fetch_from_the_middle_limits_and_out_of_range(broker, client):
     assert (at_end.error_code, at_end.log_start_offset, bytes(at_end.records or b"")) == (NONE, 2, b"")
 
 
+def test_fetch_never_passes_partition_max_bytes_or_max_bytes_after_the_first_batch(broker, client):
+    """Kafka's limits: a partition's records stay within `partition_max_bytes` and the response within
+    `max_bytes`; only the first batch of the response may be larger (KIP-74). Whole batches here."""
+    info = topic_with_batches(broker, batches=(2, 3, 4))
+    first, second, third = stored_batches(broker.store, info.topic_id, 0)
+    one_and_a_bit = fetch(client, 12, "t", [(0, 0, len(first) + 1)]).responses[0].partitions[0]
+    assert bytes(one_and_a_bit.records) == first
+    two = fetch(client, 12, "t", [(0, 0, len(first) + len(second))]).responses[0].partitions[0]
+    assert bytes(two.records) == first + second
+    response = fetch(client, 12, "t", [(0, 0, 1 << 20)], max_bytes=len(first) + len(second) + 1)
+    assert bytes(response.responses[0].partitions[0].records) == first + second
+
+
 def test_fetch_by_unknown_topic_id_and_sessions(broker, client):
     import uuid
 
     topic_with_batches(broker)
     unknown = fetch(client, 13, uuid.uuid4(), [(0, 0, 100)]).responses[0].partitions[0]
     assert unknown.error_code == UNKNOWN_TOPIC_ID
-    assert fetch(client, 7, "t", [(0, 0, 100)], session_id=42).error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+    # Kafka (KIP-227): epoch 0 or -1 is a full request, whatever the session id (a named session is
+    # closed); only an incremental epoch names a session, and none exists here: FETCH_SESSION_ID_NOT_FOUND,
+    # with no partitions (the broker does not know which ones the session held).
+    for session_id, epoch in [(42, -1), (42, 0)]:
+        full = fetch(client, 7, "t", [(0, 0, 100)], session_id=session_id, session_epoch=epoch)
+        assert (full.error_code, full.session_id, full.responses[0].partitions[0].error_code) == (NONE, 0, NONE)
+    for session_id, epoch in [(42, 3), (0, 1)]:
+        refused = fetch(client, 7, "t", [(0, 0, 100)], session_id=session_id, session_epoch=epoch)
+        assert (refused.error_code, refused.session_id, refused.responses) == (70, 0, ())
+
+
+def _fetch_as(client, version: int, replica_id: int, leader_epoch: int, partition: int = 0, topic_id=None):
+    ref = {"topic_id": topic_id} if version >= 13 else {"topic": "t"}
+    replica = ({"replica_state": {"replica_id": replica_id, "replica_epoch": -1}} if version >= 15
+               else {"replica_id": replica_id})
+    body = build(request_class(FETCH, version), {
+        **replica, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{**ref, "partitions": [{"partition": partition, "current_leader_epoch": leader_epoch,
+                                                  "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                                  "log_start_offset": -1}]}]})
+    (p,) = client.request(FETCH, version, body).responses[0].partitions
+    return p.error_code, p.high_watermark, bytes(p.records or b"")
+
+
+@pytest.mark.parametrize("version", [12, 17])
+def test_fetch_checks_the_leader_epoch_and_has_no_followers(broker, client, version):
+    """Kafka checks `current_leader_epoch` (the leader's is 0 here: above it UNKNOWN_LEADER_EPOCH) and
+    serves followers only of the partition's replicas: this node has none, so a follower's fetch is
+    refused per partition (UNKNOWN_LEADER_EPOCH with an epoch, else NOT_LEADER_OR_FOLLOWER)."""
+    topic_id = topic_with_batches(broker).topic_id
+    fetch_as = functools.partial(_fetch_as, client, version, topic_id=topic_id)
+    assert fetch_as(-1, 0)[:2] == (NONE, 5)
+    assert fetch_as(-1, -1)[:2] == (NONE, 5)
+    assert fetch_as(-1, 3) == (UNKNOWN_LEADER_EPOCH, -1, b"")
+    assert fetch_as(2, -1) == (NOT_LEADER_OR_FOLLOWER, -1, b"")
+    assert fetch_as(2, 0) == (UNKNOWN_LEADER_EPOCH, -1, b"")
+    assert fetch_as(2, 0, partition=9)[0] == UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_fetch_long_poll_returns_when_records_arrive(broker, client):
@@ -116,7 +169,8 @@ def test_fetch_long_poll_returns_when_records_arrive(broker, client):
 def test_list_offsets_special_timestamps_and_by_time(broker, client):
     info = topic_with_batches(broker)
     broker.call(broker.store.delete_records(info.topic_id, 0, 1))
-    assert list_offsets(client, 9, "t", [(0, -2), (0, -1), (0, -4), (0, -5), (1, -1), (7, -1)]) == [
+    asks = [(0, -2), (0, -1), (0, -4), (0, -5), (1, -1), (7, -1)]  # one request each: no partition twice
+    assert [answer for ask in asks for answer in list_offsets(client, 9, "t", [ask])] == [
         (0, NONE, -1, 1), (0, NONE, -1, 5), (0, NONE, -1, 1), (0, NONE, -1, -1), (1, NONE, -1, 0),
         (7, UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
     assert list_offsets(client, 6, "t", [(0, -3)]) == [(0, UNSUPPORTED_VERSION, -1, -1)]
@@ -126,6 +180,60 @@ def test_list_offsets_special_timestamps_and_by_time(broker, client):
     assert list_offsets(client, 1, "t", [(0, 0)]) == [(0, NONE, stamp, 1)]
     assert list_offsets(client, 2, "t", [(0, stamp + 1)]) == [(0, NONE, -1, -1)]
     assert list_offsets(client, 4, "t", [(0, 2**62)]) == [(0, NONE, -1, -1)]
+
+
+def test_list_offsets_leader_epoch_is_minus_one_without_an_offset_and_duplicates_are_invalid(broker, client):
+    """Kafka answers -1 for the leader epoch when it finds no offset (LATEST_TIERED -5 without tiered
+    storage, a timestamp newer than every record, MAX_TIMESTAMP of an empty log), and INVALID_REQUEST
+    for every copy of a partition the request names twice."""
+    topic_with_batches(broker)
+    body = build(request_class(LIST_OFFSETS, 9), {
+        "replica_id": -1, "isolation_level": 0,
+        "topics": [{"name": "t", "partitions": [{"partition_index": p, "timestamp": ts, "current_leader_epoch": -1}
+                                                for p, ts in [(0, -5), (0, 2**62), (1, -3), (1, -1)]]}]})
+    got = [(p.partition_index, p.error_code, p.offset, p.leader_epoch)
+           for p in client.request(LIST_OFFSETS, 9, body).topics[0].partitions]
+    assert got == [(0, INVALID_REQUEST, -1, -1), (0, INVALID_REQUEST, -1, -1),
+                   (1, INVALID_REQUEST, -1, -1), (1, INVALID_REQUEST, -1, -1)]
+    answers = []
+    for partition, timestamp in [(0, -5), (0, 2**62), (1, -3), (0, -1), (0, 0)]:
+        body = build(request_class(LIST_OFFSETS, 9), {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": "t", "partitions": [{"partition_index": partition, "timestamp": timestamp,
+                                                     "current_leader_epoch": -1}]}]})
+        (p,) = client.request(LIST_OFFSETS, 9, body).topics[0].partitions
+        answers.append((p.error_code, p.offset, p.leader_epoch))
+    assert answers == [(NONE, -1, -1), (NONE, -1, -1), (NONE, -1, -1), (NONE, 5, 0), (NONE, 0, 0)]
+
+
+def test_list_offsets_checks_the_current_leader_epoch(broker, client):
+    """As Fetch: the leader's epoch is 0; a request naming a higher one is UNKNOWN_LEADER_EPOCH, a lower
+    one (other than -1, "unknown") FENCED_LEADER_EPOCH."""
+    topic_with_batches(broker)
+    answers = []
+    for epoch in (-1, 0, 4, -2):
+        body = build(request_class(LIST_OFFSETS, 9), {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": epoch}]}]})
+        (p,) = client.request(LIST_OFFSETS, 9, body).topics[0].partitions
+        answers.append((p.error_code, p.offset, p.leader_epoch))
+    assert answers == [(NONE, 5, 0), (NONE, 5, 0), (UNKNOWN_LEADER_EPOCH, -1, -1), (FENCED_LEADER_EPOCH, -1, -1)]
+
+
+def test_list_offsets_read_committed_finds_nothing_at_or_past_the_lso(broker, client):
+    """Kafka's timestamp and MAX_TIMESTAMP look-ups for read_committed answer only offsets below the last
+    stable offset (-1/-1 otherwise), as read_uncommitted ones stop at the high watermark."""
+    from tests.server_batches import produce_batch
+
+    info = broker.call(broker.store.create_topic("txl", 1))
+    append = lambda data: broker.call(broker.store.append(info.topic_id, 0, data, acks=-1))  # noqa: E731
+    append(produce_batch(2, timestamp_ms=1_000))
+    append(produce_batch(3, timestamp_ms=2_000, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True))
+    append(produce_batch(1, timestamp_ms=3_000))
+    asks = [(0, 500), (0, 1_500), (0, -3)]
+    assert [a for ask in asks for a in list_offsets(client, 7, "txl", [ask], isolation=1)] == [
+        (0, NONE, 1_000, 0), (0, NONE, -1, -1), (0, NONE, -1, -1)]
+    assert [a for ask in asks for a in list_offsets(client, 7, "txl", [ask], isolation=0)] == [
+        (0, NONE, 1_000, 0), (0, NONE, 2_000, 2), (0, NONE, 3_000, 5)]
 
 
 # -- real clients ---------------------------------------------------------------------------------------

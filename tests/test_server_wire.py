@@ -136,9 +136,58 @@ def test_metadata_by_topic_id_and_unknown_id(broker, client):
         ErrorCode.unknown_topic_id, None, missing, ())
 
 
+def test_metadata_v12_with_any_topic_id_looks_up_by_id_only(broker, client):
+    """Kafka: once a v12+ request carries a non-zero topic id, it is answered by ids alone; names (also
+    one beside an id) are not looked at."""
+    _create(client, "a")
+    _create(client, "b")
+    b_id = broker.store.topic_by_name("b").topic_id
+    body = req(3, 12, topics=[{"name": "a", "topic_id": b_id}, {"name": "c", "topic_id": ZERO_UUID}],
+               allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+    assert [(t.error_code, t.name, t.topic_id) for t in client.request(3, 12, body).topics] == [
+        (ErrorCode.none, "b", b_id)]
+    assert broker.store.topic_by_name("c") is None
+
+
 def test_metadata_null_name_below_v12_is_invalid_request(client):
     resp = client.request(3, 11, md(11, [uuid.uuid4()]))
     assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_request]
+
+
+def test_metadata_topic_id_with_a_name_below_v12_is_invalid_request(broker, client):
+    """Versions 10 and 11 carry a topic id field, but Kafka refuses a non-zero one there."""
+    _create(client, "named")
+    topic_id = broker.store.topic_by_name("named").topic_id
+    body = req(3, 10, topics=[{"name": "named", "topic_id": topic_id}], allow_auto_topic_creation=False,
+               include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+    assert [(t.error_code, t.name) for t in client.request(3, 10, body).topics] == [
+        (ErrorCode.invalid_request, "named")]
+
+
+def test_metadata_illegal_name_is_invalid_topic_even_without_auto_create(tmp_path, broker, client):
+    """Kafka validates the name of a topic it will not create too: INVALID_TOPIC_EXCEPTION, not unknown."""
+    resp = client.request(3, 13, md(13, ["bad/name", "fine"], allow_auto=False))
+    assert [(t.error_code, t.name) for t in resp.topics] == [
+        (ErrorCode.invalid_topic_exception, "bad/name"), (ErrorCode.unknown_topic_or_partition, "fine")]
+    off = BrokerThread(tmp_path / "off", overrides={"auto.create.topics.enable": "false"})
+    try:
+        c = RawClient(off.broker.port)
+        resp = c.request(3, 13, md(13, ["bad/name"], allow_auto=True))
+        assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_topic_exception]
+        c.close()
+    finally:
+        off.stop()
+
+
+def test_metadata_fills_authorized_operations_of_a_topic_it_does_not_have(client):
+    """Kafka reports the asked operations for every topic it looked up by name, found or not (an unknown
+    or illegal name too); only refused and unknown-id entries keep the schema's default."""
+    every = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+    resp = client.request(3, 13, md(13, ["absent", "bad/name"], ops=True))
+    assert [(t.error_code, t.topic_authorized_operations) for t in resp.topics] == [
+        (ErrorCode.unknown_topic_or_partition, every), (ErrorCode.invalid_topic_exception, every)]
+    (by_id,) = client.request(3, 13, md(13, [uuid.uuid4()], ops=True)).topics
+    assert (by_id.error_code, by_id.topic_authorized_operations) == (ErrorCode.unknown_topic_id, -(2**31))
 
 
 def test_metadata_auto_creates_when_allowed_and_enabled(broker, client):
@@ -300,6 +349,64 @@ def test_produce_errors_per_partition(broker, client):
     assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
 
 
+def test_produce_to_an_unknown_topic_or_partition_with_bad_acks_answers_unknown_first(broker, client):
+    """Kafka checks a partition's existence before the acks (INVALID_REQUIRED_ACKS only reaches
+    partitions that exist), and creates nothing for such a request."""
+    _create(client, "p", 1)
+    assert _produce(client, 9, "p", 5, record_batch(), acks=2).error_code == ErrorCode.unknown_topic_or_partition
+    assert _produce(client, 9, "nope", 0, record_batch(), acks=2).error_code == ErrorCode.unknown_topic_or_partition
+    assert broker.store.topic_by_name("nope") is None
+    assert _produce(client, 9, "p", 0, record_batch(), acks=2).error_code == ErrorCode.invalid_required_acks
+
+
+def test_produce_acks_0_with_an_error_closes_the_connection(broker, client):
+    """With acks=0 the producer reads no answer, so Kafka closes the connection when a partition fails
+    (the client sees the close and refreshes its metadata); nothing is appended."""
+    _create(client, "p", 1)
+    assert _produce(client, 9, "p", 5, record_batch(), acks=0) is None
+    with pytest.raises(ConnectionError):
+        client.read_frame()
+    assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
+
+
+def _zstd_marked(batch: bytes) -> bytes:
+    """`batch` with its attributes saying ZSTD (codec 4) and the CRC-32C made right again."""
+    from sharegroup.server.record_batch import batch_crc
+
+    data = bytearray(batch)
+    data[22] = (data[22] & ~0x07) | 4
+    struct.pack_into(">I", data, 17, batch_crc(data, 0, len(data)))
+    return bytes(data)
+
+
+def test_produce_below_v7_refuses_zstd_before_the_acks(broker, client):
+    """ZSTD came with Produce v7 (KIP-110): Kafka answers UNSUPPORTED_COMPRESSION_TYPE to older versions,
+    a check of the request's records made before the acks are looked at; nothing is appended."""
+    _create(client, "z", 1)
+    zstd = _zstd_marked(record_batch(2))
+    assert _produce(client, 6, "z", 0, zstd).error_code == ErrorCode.unsupported_compression_type
+    assert _produce(client, 3, "z", 0, zstd, acks=2).error_code == ErrorCode.unsupported_compression_type
+    assert broker.store.log_end_offset(broker.store.topic_by_name("z").topic_id, 0) == 0
+    assert _produce(client, 6, "z", 0, record_batch(2)).error_code == ErrorCode.none
+
+
+def test_produce_sequence_and_epoch_faults_carry_the_log_start_offset(broker, client):
+    """Kafka answers a refused idempotent batch (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH)
+    with the partition's log start offset (v5+), which producers use to tell a lost state from a gap."""
+    _create(client, "seq", 1)
+    pid = client.request(22, 4, req(22, 4, transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                    producer_id=-1, producer_epoch=-1)).producer_id
+    assert _produce(client, 9, "seq", 0, batch_bytes(2, producer_id=pid, producer_epoch=1, base_sequence=0)).error_code == 0
+    assert _produce(client, 9, "seq", 0, batch_bytes(2, producer_id=pid, producer_epoch=1, base_sequence=2)).error_code == 0
+    topic_id = broker.store.topic_by_name("seq").topic_id
+    broker.call(broker.store.delete_records(topic_id, 0, 1))
+    gap = _produce(client, 9, "seq", 0, batch_bytes(1, producer_id=pid, producer_epoch=1, base_sequence=9))
+    assert (gap.error_code, gap.base_offset, gap.log_start_offset) == (ErrorCode.out_of_order_sequence_number, -1, 1)
+    old = _produce(client, 9, "seq", 0, batch_bytes(1, producer_id=pid, producer_epoch=0, base_sequence=4))
+    assert (old.error_code, old.base_offset, old.log_start_offset) == (ErrorCode.invalid_producer_epoch, -1, 1)
+    assert broker.store.log_end_offset(topic_id, 0) == 4
+
+
 def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
     b = BrokerThread(tmp_path, overrides={"message.max.bytes": "100"})
     try:
@@ -365,6 +472,24 @@ def test_init_producer_id_with_a_transactional_id_is_refused(client):
     too_long = datetime.timedelta(hours=1)
     assert client.request(22, 4, req(22, 4, transactional_id="tx", transaction_timeout=too_long)).error_code == (
         ErrorCode.invalid_transaction_timeout)
+
+
+def test_init_producer_id_half_an_id_or_an_empty_transactional_id_is_invalid_request(client):
+    """v3+ (KIP-360): a producer id without an epoch, or an epoch without an id, is INVALID_REQUEST and
+    hands out no id; an empty transactional id is INVALID_REQUEST before the timeout is looked at."""
+    def init(transactional_id=None, producer_id=-1, producer_epoch=-1, timeout_s=0):
+        return client.request(22, 4, req(22, 4, transactional_id=transactional_id,
+                                         transaction_timeout=datetime.timedelta(seconds=timeout_s),
+                                         producer_id=producer_id, producer_epoch=producer_epoch))
+
+    first = init()
+    for pid, epoch in [(-1, 0), (first.producer_id, -1)]:
+        refused = init(producer_id=pid, producer_epoch=epoch)
+        assert (refused.error_code, refused.producer_id, refused.producer_epoch) == (ErrorCode.invalid_request, -1, -1)
+    assert init(producer_id=first.producer_id, producer_epoch=0).error_code == ErrorCode.none
+    assert init().producer_id == first.producer_id + 2  # the refused ones took no id
+    assert init("", timeout_s=3600).error_code == ErrorCode.invalid_request
+    assert init("tx", producer_id=-1, producer_epoch=3, timeout_s=60).error_code == ErrorCode.invalid_request
 
 
 @pytest.mark.parametrize("version", [4, 12, 13, 17])

@@ -3,9 +3,10 @@
 (librdkafka turns on RecordBatch v2 only when the broker advertises Produce >= 3 and Fetch >= 4.)
 
 - Topics by name (v4-12) or by id (v13+); per partition the stored batches from the one holding
-  `fetch_offset` on, byte-for-byte as the log keeps them, up to `partition_max_bytes` and, over the
-  whole response, `max_bytes` - except that the first partition with data always gets at least one
-  whole batch (Kafka's KIP-74 rule, so a batch larger than the limits is never stuck).
+  `fetch_offset` on, byte-for-byte as the log keeps them, whole batches adding up to at most
+  `partition_max_bytes` and, over the whole response, `max_bytes` - except that the first partition
+  with data always gets at least one whole batch (Kafka's KIP-74 rule, so a batch larger than the
+  limits is never stuck).
 - `isolation_level` 1 (read_committed) stops at the last stable offset and lists the aborted
   transactions among the batches; 0 reads up to the high watermark (here the log end: one node).
 - Every partition reports high watermark, last stable offset and log start offset. A fetch offset
@@ -15,9 +16,14 @@
   `max_wait` for an append to any partition of the store, then reads again; never past `max_wait`.
 - Authorization: READ on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per
   partition); by topic id an unknown id is UNKNOWN_TOPIC_ID first (ids are not secret). A follower's
-  fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster instead, else every partition is refused.
+  fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster instead, else every partition is refused;
+  allowed, it is still refused per partition, as Kafka refuses a replica it does not know (this node
+  is every partition's only replica): UNKNOWN_LEADER_EPOCH when it names a leader epoch, else
+  NOT_LEADER_OR_FOLLOWER. A `current_leader_epoch` above the leader's (0) is UNKNOWN_LEADER_EPOCH.
 - Fetch sessions (KIP-227) are not offered: every response has session id 0, so clients keep sending
-  full requests; a request naming a session (id != 0) gets FETCH_SESSION_ID_NOT_FOUND.
+  full requests. A full request (session epoch 0 or -1) is served whatever session id it names (Kafka
+  closes such a session); an incremental one (any other epoch) names a session that cannot exist:
+  FETCH_SESSION_ID_NOT_FOUND at the top with no partitions, as Kafka answers a session error.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 
 READ_COMMITTED = 1
+LEADER_EPOCH = 0  # this node leads every partition from the start, never re-elected
+FULL_EPOCHS = (0, -1)  # KIP-227: a full request (0 would open a session, -1 asks for none)
 _signals: "weakref.WeakKeyDictionary[Any, AppendSignal]" = weakref.WeakKeyDictionary()
 
 
@@ -77,6 +85,28 @@ def _error_partition(index: int, code: int) -> dict[str, Any]:
             "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
+def _leader_epoch_error(current_leader_epoch: int, is_follower: bool) -> int:
+    """Kafka's checks before a read: a known leader epoch (>= 0) above this leader's (always 0) is
+    UNKNOWN_LEADER_EPOCH; a follower is none of the partition's replicas (this node is the only one):
+    UNKNOWN_LEADER_EPOCH when it names an epoch, else NOT_LEADER_OR_FOLLOWER. 0 when the read may go on."""
+    if current_leader_epoch > LEADER_EPOCH:
+        return ErrorCode.unknown_leader_epoch
+    if is_follower:
+        return ErrorCode.unknown_leader_epoch if current_leader_epoch >= 0 else ErrorCode.not_leader_or_follower
+    return ErrorCode.none
+
+
+def _within(batches: tuple, limit: int, at_least_one: bool) -> tuple:
+    """The leading batches whose sizes add up to at most `limit` bytes (the store may read one batch
+    past it), or the first batch alone when it is larger and `at_least_one`."""
+    taken = 0
+    for count, batch in enumerate(batches):
+        taken += len(batch.records)
+        if taken > limit:
+            return batches[:max(count, 1 if at_least_one else 0)]
+    return batches
+
+
 class _Readable:
     """READ on a topic, decided once per topic name per request (or CLUSTER_ACTION for a follower)."""
 
@@ -84,6 +114,7 @@ class _Readable:
         self.ctx = ctx
         replica_state = getattr(request, "replica_state", None)
         replica_id = int(replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1))
+        self.is_follower = replica_id >= 0
         self.follower_allowed = None if replica_id < 0 else ctx.authorized(
             AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
         self._decided: dict[str, bool] = {}
@@ -118,14 +149,20 @@ def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool,
             if info is None or not store.has_partition(info.topic_id, index):
                 partitions.append(_error_partition(index, unknown if info is None else ErrorCode.unknown_topic_or_partition))
                 continue
-            limit = min(int(p.partition_max_bytes), budget - total) if total else int(p.partition_max_bytes)
+            epoch_error = _leader_epoch_error(int(getattr(p, "current_leader_epoch", -1)), readable.is_follower)
+            if epoch_error:
+                partitions.append(_error_partition(index, epoch_error))
+                continue
+            limit = min(int(p.partition_max_bytes), budget - total)
+            if not total:  # the first partition with data gets at least one batch (KIP-74)
+                limit = max(limit, 1)
             try:
                 if limit <= 0:  # the response is full: offsets only, no records
                     read = store.read(info.topic_id, index, int(p.fetch_offset), 1, read_committed=read_committed)
                     batches: tuple = ()
                 else:
                     read = store.read(info.topic_id, index, int(p.fetch_offset), limit, read_committed=read_committed)
-                    batches = read.batches
+                    batches = _within(read.batches, limit, at_least_one=not total)
             except ShareError as exc:
                 partitions.append(_error_partition(index, int(exc.error)))
                 continue
@@ -145,8 +182,9 @@ def _read_partitions(ctx: RequestContext, request: Any, read_committed: bool,
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if int(getattr(request, "session_id", 0)) != 0:
-        return error_response(ctx, request, ErrorCode.fetch_session_id_not_found)
+    if int(getattr(request, "session_epoch", -1)) not in FULL_EPOCHS:  # incremental: a session we never made
+        return ctx.response({"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,
+                             "session_id": 0, "responses": []})
     read_committed = int(request.isolation_level) == READ_COMMITTED
     loop = asyncio.get_running_loop()
     max_wait_s = max(0.0, request.max_wait.total_seconds())

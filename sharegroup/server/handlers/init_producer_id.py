@@ -1,5 +1,8 @@
 """InitProducerId (key 22), versions 0-5: producer ids for idempotent producers, from the topic store.
 
+A producer id without an epoch or an epoch without an id (v3+) is INVALID_REQUEST, as is an empty
+transactional id, before anything else but authorization (Kafka's order).
+
 The store owns producer state (ids are durable with the topic data, so a restarted broker never hands
 out an id twice). Transactions are not supported: a request with a transactional id gets
 COORDINATOR_NOT_AVAILABLE (Kafka's answer while no transaction coordinator is available), after the
@@ -29,13 +32,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif not (ctx.authorized(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
               or ctx.authorized_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
         return error_response(ctx, request, ErrorCode.cluster_authorization_failed)
+    producer_id = int(getattr(request, "producer_id", -1))
+    producer_epoch = int(getattr(request, "producer_epoch", -1))
+    if (producer_id == -1) != (producer_epoch == -1):  # KIP-360: both or neither
+        return error_response(ctx, request, ErrorCode.invalid_request)
+    if request.transactional_id == "":
+        return error_response(ctx, request, ErrorCode.invalid_request)
     if request.transactional_id is not None:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
         if not 0 < timeout_ms <= ctx.broker.config["transaction.max.timeout.ms"]:
             return error_response(ctx, request, ErrorCode.invalid_transaction_timeout)
         return error_response(ctx, request, ErrorCode.coordinator_not_available)
-    producer_id = int(getattr(request, "producer_id", -1))
-    producer_epoch = int(getattr(request, "producer_epoch", -1))
     try:
         result = ctx.broker.store.init_producer_id(producer_id=producer_id, producer_epoch=producer_epoch)
         if inspect.isawaitable(result):

@@ -5,18 +5,24 @@ Per partition, by Kafka's special timestamps:
 - -2 (EARLIEST) and -4 (EARLIEST_LOCAL, v8+; no tiered storage here): the log start offset;
 - -3 (MAX_TIMESTAMP, v7+): the largest batch timestamp and its batch's base offset (the earliest batch
   on ties; never below the log start); -1/-1 for an empty log;
-- -5 (EARLIEST_PENDING_UPLOAD, v9+): nothing is ever pending upload: offset -1;
+- -5 (LATEST_TIERED, v9+): nothing is ever tiered: offset -1;
 - a timestamp >= 0: the first offset whose batch timestamp is at or after it, with that batch's max
   timestamp; offset -1 (and timestamp -1) when no record is that recent.
-Special timestamps answer timestamp -1, as Kafka does. Leader epoch is 0 (one node, never re-elected).
+- with read_committed, a time or MAX_TIMESTAMP look-up that lands at or past the last stable offset
+  finds nothing (-1/-1), as Kafka answers only offsets a read_committed consumer could fetch.
+Special timestamps answer timestamp -1, as Kafka does. Leader epoch is 0 (one node, never re-elected),
+or -1 when no offset is found (offset -1), as Kafka leaves it.
 Errors per partition: TOPIC_AUTHORIZATION_FAILED without DESCRIBE on the topic (checked first, so
-existence is not revealed); UNKNOWN_TOPIC_OR_PARTITION; a special timestamp the version does not know
-is UNSUPPORTED_VERSION.
+existence is not revealed); INVALID_REQUEST for each copy of a partition named twice;
+UNKNOWN_TOPIC_OR_PARTITION; a `current_leader_epoch` (v4+; -1: unknown) above the leader's 0 is
+UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH; a special timestamp the version does not know is
+UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -25,12 +31,13 @@ from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
+LEADER_EPOCH = 0  # this node leads every partition from the start, never re-elected
 _MAX_TS = struct.Struct(">q")
 _MAX_TS_AT = 35  # a v2 batch header: ... firstTimestamp (int64) at 27, maxTimestamp (int64) at 35
 _SCAN_BYTES = 1 << 20
-_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, EARLIEST_PENDING_UPLOAD: 9}
+_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 def _batch_max_timestamp(batch: Any) -> int:
@@ -63,12 +70,14 @@ def _lookup(ctx: RequestContext, info: Any, partition: int, timestamp: int, read
         return -1, end
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, store.log_start_offset(topic_id, partition)
-    if timestamp == EARLIEST_PENDING_UPLOAD:
+    if timestamp == LATEST_TIERED:
         return -1, -1
+    fetchable = store.last_stable_offset(topic_id, partition) if read_committed else store.log_end_offset(topic_id, partition)
     if timestamp == MAX_TIMESTAMP:
-        return _max_timestamp(store, topic_id, partition)
+        found_ts, offset = _max_timestamp(store, topic_id, partition)
+        return (found_ts, offset) if offset < fetchable else (-1, -1)
     offset = store.offset_for(topic_id, partition, timestamp)
-    if offset >= store.log_end_offset(topic_id, partition):
+    if offset >= fetchable:
         return -1, -1
     read = store.read(topic_id, partition, offset, 1)
     return (_batch_max_timestamp(read.batches[0]), offset) if read.batches else (-1, -1)
@@ -85,6 +94,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     allowed = {name: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
                for name in {t.name for t in request.topics}}
+    named = Counter((t.name, int(p.partition_index)) for t in request.topics for p in t.partitions)
+    duplicates = {key for key, count in named.items() if count > 1}
     for topic in request.topics:
         info = store.topic_by_name(topic.name)
         partitions = []
@@ -93,10 +104,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not allowed[topic.name]:
                 partitions.append(_partition(index, ErrorCode.topic_authorization_failed))
                 continue
+            if (topic.name, index) in duplicates:
+                partitions.append(_partition(index, ErrorCode.invalid_request))
+                continue
             if info is None or not store.has_partition(info.topic_id, index):
                 partitions.append(_partition(index, ErrorCode.unknown_topic_or_partition))
                 continue
-            if timestamp < 0 and (timestamp < EARLIEST_PENDING_UPLOAD or ctx.api_version < _MIN_VERSION.get(timestamp, 0)):
+            current_epoch = int(getattr(p, "current_leader_epoch", -1))
+            if current_epoch != -1 and current_epoch != LEADER_EPOCH:
+                partitions.append(_partition(index, ErrorCode.unknown_leader_epoch if current_epoch > LEADER_EPOCH
+                                             else ErrorCode.fenced_leader_epoch))
+                continue
+            if timestamp < 0 and (timestamp < LATEST_TIERED or ctx.api_version < _MIN_VERSION.get(timestamp, 0)):
                 partitions.append(_partition(index, ErrorCode.unsupported_version))
                 continue
             try:
@@ -104,7 +123,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             except ShareError as exc:
                 partitions.append(_partition(index, int(exc.error)))
                 continue
-            partitions.append(_partition(index, ErrorCode.none, found_ts, offset, 0))
+            partitions.append(_partition(index, ErrorCode.none, found_ts, offset, LEADER_EPOCH if offset >= 0 else -1))
         topics.append({"name": topic.name, "partitions": partitions})
     return ctx.response({"throttle_time": 0, "topics": topics})
 

@@ -1,18 +1,22 @@
 """Produce (key 0), versions 3-12: record batches handed to the topic store as the producer's bytes.
 
 Per partition (Kafka's rules):
-- acks must be 0, 1 or -1 (else every partition: INVALID_REQUIRED_ACKS);
+- acks must be 0, 1 or -1 (else every partition that exists: INVALID_REQUIRED_ACKS; the others
+  UNKNOWN_TOPIC_OR_PARTITION, and nothing is created);
 - an unknown topic is auto-created when `auto.create.topics.enable`, else UNKNOWN_TOPIC_OR_PARTITION, as is
   a partition index out of range; an illegal topic name is INVALID_TOPIC_EXCEPTION;
+- a ZSTD batch below v7 is UNSUPPORTED_COMPRESSION_TYPE (checked before the acks, as Kafka does);
 - the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
   `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
-  `ShareError` becomes that partition's error, and nothing of it is appended.
+  `ShareError` becomes that partition's error, and nothing of it is appended (an epoch or sequence
+  fault answers the log start offset, as Kafka does, so the producer can tell its state was lost).
 Authorization (Kafka's order): batches marked transactional need WRITE on the request's transactional id
 (none given: the same refusal), else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then
 WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
 UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUIRED_ACKS). A produce auto-creates a missing topic only with
 CREATE on the cluster or on that topic.
-With acks=0 no response is sent. Partitions are appended in request order, one request of a connection
+With acks=0 no response is sent; when a partition fails, the connection is closed instead (Kafka's way
+of telling a producer that reads no answers). Partitions are appended in request order, one request of a connection
 at a time (see `connection.py`), so one producer's batches reach each partition in the order it sent them.
 """
 
@@ -27,10 +31,15 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
+from ..connection import CloseConnection
 
 VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
 _TRANSACTIONAL_BIT = 0x10
+_COMPRESSION_MASK, _ZSTD, _ZSTD_SINCE_VERSION = 0x07, 4, 7
+# Refusals Kafka answers with the partition's log start offset (a producer's epoch or sequence fault).
+_WITH_LOG_START = frozenset({ErrorCode.out_of_order_sequence_number, ErrorCode.invalid_producer_epoch,
+                             ErrorCode.duplicate_sequence_number, ErrorCode.unknown_producer_id})
 
 
 def _has_transactional_batches(records: bytes | None) -> bool:
@@ -47,6 +56,14 @@ def _has_transactional_batches(records: bytes | None) -> bool:
             break
         position += 12 + batch_length
     return False
+
+
+def _zstd_before_v7(records: bytes | None, version: int) -> bool:
+    """Whether a Produce below v7 carries a v2 batch compressed with ZSTD, which came with v7 (Kafka
+    checks the request's first batch so, before the acks and the log's own checks)."""
+    if version >= _ZSTD_SINCE_VERSION or not records or len(records) < _ATTRIBUTES_AT + 2 or records[16] != 2:
+        return False
+    return records[_ATTRIBUTES_AT + 1] & _COMPRESSION_MASK == _ZSTD
 
 
 def _may_create(ctx: RequestContext, name: str) -> bool:
@@ -76,12 +93,18 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
     if not 0 <= index < topic.num_partitions:
         return _partition(index, ErrorCode.unknown_topic_or_partition,
                           f"This server does not host this topic-partition: {topic.name}-{index}")
+    if _zstd_before_v7(records, ctx.api_version):
+        return _partition(index, ErrorCode.unsupported_compression_type,
+                          f"ZSTD compression needs Produce v{_ZSTD_SINCE_VERSION} or later")
     try:
         result = broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
         if inspect.isawaitable(result):
             result = await result
     except ShareError as exc:
-        return _partition(index, int(exc.error), exc.message or None)
+        log_start = -1
+        if int(exc.error) in _WITH_LOG_START:
+            log_start = broker.store.log_start_offset(topic.topic_id, index)
+        return _partition(index, int(exc.error), exc.message or None, log_start_offset=log_start)
     return _partition(index, ErrorCode.none, None, result.base_offset, result.log_append_time_ms, result.log_start_offset)
 
 
@@ -100,8 +123,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts: list[dict[str, Any]] = []
         if not allowed[name]:
             parts = [_partition(p.index, ErrorCode.topic_authorization_failed) for p in topic_data.partition_data]
-        elif acks not in VALID_ACKS:
-            parts = [_partition(p.index, ErrorCode.invalid_required_acks) for p in topic_data.partition_data]
+        elif acks not in VALID_ACKS:  # only partitions that exist learn of the bad acks (Kafka's order)
+            known = ctx.broker.topics.by_name(name)
+            parts = [_partition(p.index, ErrorCode.unknown_topic_or_partition
+                                if known is None or not 0 <= p.index < known.num_partitions
+                                else ErrorCode.unsupported_compression_type
+                                if _zstd_before_v7(p.records, ctx.api_version)
+                                else ErrorCode.invalid_required_acks)
+                     for p in topic_data.partition_data]
         else:
             try:
                 topic = ctx.broker.topics.by_name(name)
@@ -118,6 +147,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     parts.append(await _append_one(ctx, topic, p.index, p.records, acks))
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
+        if any(p["error_code"] for t in responses for p in t["partition_responses"]):
+            raise CloseConnection("a Produce with acks=0 failed: closing, as Kafka does, so the client notices")
         return None
     return ctx.response({"responses": responses, "throttle_time": 0})
 
