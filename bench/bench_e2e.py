@@ -435,10 +435,13 @@ def table(rows: list[tuple[str, RunResult, RunResult]], records: int, rounds: in
     return "\n".join(out)
 
 
-def record_count(disabled: bool = False) -> int:
+def record_count(disabled: bool = False, *, variable: str = "SHAREGROUP_BENCH_E2E_RECORDS",
+                 full: int = FULL_RECORDS, smoke: int = SMOKE_RECORDS) -> int:
+    """How many records a run uses: `smoke` for the smoke run (or timing disabled), else `variable`
+    from the environment, else `full`."""
     if os.environ.get("SHAREGROUP_BENCH_SMOKE") == "1" or disabled:
-        return SMOKE_RECORDS
-    return int(os.environ.get("SHAREGROUP_BENCH_E2E_RECORDS", FULL_RECORDS))
+        return smoke
+    return int(os.environ.get(variable, full))
 
 
 # -- pytest-benchmark -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_e2e import SERVE_ARGS, ServePeer  # the same serve subprocess as the end-to-end benchmark
+from bench_e2e import record_count as e2e_record_count
 
 RECORD_BYTES = 100
 FULL_RECORDS = 200_000  # at ~1M records/s a shorter span is tens of ms: too short to compare
@@ -151,9 +152,8 @@ def table(results: dict[str, list[RunResult]], records: int, rounds: int) -> str
 
 
 def record_count(disabled: bool = False) -> int:
-    if os.environ.get("SHAREGROUP_BENCH_SMOKE") == "1" or disabled:
-        return SMOKE_RECORDS
-    return int(os.environ.get("SHAREGROUP_BENCH_SECURITY_RECORDS", FULL_RECORDS))
+    return e2e_record_count(disabled, variable="SHAREGROUP_BENCH_SECURITY_RECORDS", full=FULL_RECORDS,
+                            smoke=SMOKE_RECORDS)
 
 
 try:

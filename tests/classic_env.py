@@ -94,6 +94,14 @@ class ClassicEnv:
             await self.advance(DELAY_MS)
         assert all(t.done() for t in tasks)
 
+    async def joined_pair(self, **kw) -> tuple[str, str]:
+        """Two new members joined in generation 1: (leader, follower), neither synced yet."""
+        a, b = await self.new_member(**kw), await self.new_member(**kw)
+        ta, tb = self.join(a, **kw), self.join(b, **kw)
+        await self.finish_join(ta, tb)
+        leader = ta.result().leader
+        return leader, (b if leader == a else a)
+
     def state(self, group: str = G) -> str:
         return self.gc.describe_groups([group])[0].state
 

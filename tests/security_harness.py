@@ -60,6 +60,15 @@ class TlsRawClient(RawClient):
         self.correlation_id = 0
 
 
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the broker sends before it closes `sock` (a timeout fails the test)."""
+    received = b""
+    while chunk := sock.recv(4096):
+        received += chunk
+        assert len(received) < 65536
+    return received
+
+
 def req(api_key: int, version: int, **fields: Any) -> Any:
     return build(load_request_schema(api_key, version), fields)
 

@@ -83,11 +83,7 @@ def test_leader_sync_stores_the_generation_and_answers_every_member():
 
 def test_follower_sync_waits_for_the_leader():
     async def body(env):
-        a, b = await env.new_member(), await env.new_member()
-        ta, tb = env.join(a), env.join(b)
-        await env.finish_join(ta, tb)
-        leader = ta.result().leader
-        follower = b if leader == a else a
+        leader, follower = await env.joined_pair()
         follower_sync = env.sync(follower, 1)
         await env.settle()
         assert not follower_sync.done()
@@ -164,11 +160,7 @@ def test_session_timeout_removes_a_silent_member_and_the_group_rebalances():
 def test_members_that_never_sync_are_removed_after_the_rebalance_timeout():
     async def body(env):
         long_ms = REBALANCE_MS + 10_000  # sessions outlive the rebalance timeout: only SyncGroup is late
-        a, b = await env.new_member(session_ms=long_ms), await env.new_member(session_ms=long_ms)
-        ta, tb = env.join(a, session_ms=long_ms), env.join(b, session_ms=long_ms)
-        await env.finish_join(ta, tb)
-        leader = ta.result().leader
-        follower = b if leader == a else a
+        leader, follower = await env.joined_pair(session_ms=long_ms)
         leader_sync = env.sync(leader, 1, {leader: b"L", follower: b"F"})
         await env.settle()
         assert leader_sync.result().error is Errors.NONE and env.state() == "Stable"
@@ -332,11 +324,7 @@ def test_delete_group_needs_an_empty_group_and_removes_it():
 
 def test_a_failed_assignment_store_makes_the_members_rejoin():
     async def body(env):
-        a, b = await env.new_member(), await env.new_member()
-        ta, tb = env.join(a), env.join(b)
-        await env.finish_join(ta, tb)
-        leader = ta.result().leader
-        follower = b if leader == a else a
+        leader, follower = await env.joined_pair()
         follower_sync = env.sync(follower, 1)
         await env.settle()
         env.sink.fail_next_appends(1)

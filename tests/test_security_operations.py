@@ -16,6 +16,7 @@ from tests.security_harness import (
     handshake,
     metadata,
     plain_login,
+    read_until_closed,
     scram_login,
 )
 from tests.server_harness import IO_TIMEOUT_S, BrokerThread, RawClient, ServeProcess
@@ -119,14 +120,6 @@ def test_host_and_port_with_listeners_print_a_warning_and_are_ignored(tmp_path):
             "(PLAINTEXT://127.0.0.1:0) sets every listener") in err
 
 
-def _read_until_closed(sock: socket.socket) -> bytes:
-    received = b""
-    while chunk := sock.recv(4096):
-        received += chunk
-        assert len(received) < 65536
-    return received
-
-
 def test_a_stalled_tls_handshake_is_dropped_after_connections_max_idle_ms_under_serves_event_loop(tmp_path):
     """The TLS handshake is bounded by `connections.max.idle.ms` (Kafka's idle expiry covers a connection
     still in its handshake); meanwhile other clients log in and are served. Runs the real CLI, so the bound
@@ -147,8 +140,8 @@ def test_a_stalled_tls_handshake_is_dropped_after_connections_max_idle_ms_under_
         good = TlsRawClient(server.port, certs.client_context())
         assert plain_login(good, "carol", "carol-secret").error_code == 0
         assert metadata(good, []).controller_id == 1
-        assert _read_until_closed(stalled) == b""  # dropped by the bound, well within the I/O timeout
-        assert _read_until_closed(half) == b""
+        assert read_until_closed(stalled) == b""  # dropped by the bound, well within the I/O timeout
+        assert read_until_closed(half) == b""
         fresh = TlsRawClient(server.port, certs.client_context())
         assert plain_login(fresh, "carol", "carol-secret").error_code == 0
         for s in (stalled, half):

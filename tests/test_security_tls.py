@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("trustme")
 
 from sharegroup.server.authorization import AllowEveryone  # noqa: E402
-from tests.security_harness import Certificates, TlsRawClient, metadata, req  # noqa: E402
+from tests.security_harness import Certificates, TlsRawClient, metadata, read_until_closed, req  # noqa: E402
 from tests.server_harness import IO_TIMEOUT_S, BrokerThread  # noqa: E402
 
 
@@ -111,15 +111,6 @@ def test_a_plaintext_request_on_the_tls_port_gets_no_answer(tmp_path, certs):
         b.stop()
 
 
-def _read_until_closed(sock: socket.socket) -> bytes:
-    """Everything the broker sends before it closes `sock` (a timeout fails the test)."""
-    received = b""
-    while chunk := sock.recv(4096):
-        received += chunk
-        assert len(received) < 65536
-    return received
-
-
 def test_stalled_and_garbage_handshakes_close_only_their_own_connection(tmp_path, certs):
     b = _broker(tmp_path, certs, **{"connections.max.idle.ms": "1000", "ssl.client.auth": "none"})
     try:
@@ -129,9 +120,9 @@ def test_stalled_and_garbage_handshakes_close_only_their_own_connection(tmp_path
         # Meanwhile a real TLS client is served: the event loop is not blocked by either.
         good = TlsRawClient(b.broker.port, certs.client_context())
         assert metadata(good, []).controller_id == 1
-        assert len(_read_until_closed(garbage)) < 64  # at most a TLS alert, then the broker closes it
+        assert len(read_until_closed(garbage)) < 64  # at most a TLS alert, then the broker closes it
         # The stalled one is dropped after the handshake bound (connections.max.idle.ms), well within the wait.
-        assert _read_until_closed(stalled) == b""
+        assert read_until_closed(stalled) == b""
         # (the good connection, idle since, may meet the same idle bound now:) a new one is served
         fresh = TlsRawClient(b.broker.port, certs.client_context())
         assert metadata(fresh, []).controller_id == 1

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..server.broker_config import parse_properties
-from ..server.security.listeners import PROTOCOLS, SASL_PROTOCOLS, TLS_PROTOCOLS
+from ..server.security.listeners import PROTOCOLS, SASL_PROTOCOLS, TLS_PROTOCOLS, ProtocolFlags
 from ..server.security.sasl_mechanisms import parse_jaas_options
 
 __all__ = ["ClientSecurity", "LoginFailed", "load_command_config"]
@@ -51,7 +51,7 @@ class LoginFailed(Exception):
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(ProtocolFlags):
     """The transport and login settings of the tool's connections."""
 
     protocol: str = "PLAINTEXT"
@@ -59,14 +59,6 @@ class ClientSecurity:
     username: str | None = None
     password: str | None = None
     context: ssl.SSLContext | None = None  # SSL and SASL_SSL
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.protocol in TLS_PROTOCOLS
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol in SASL_PROTOCOLS
 
     def _check(self) -> None:
         """TLS protocols carry a context; SASL protocols a mechanism and credentials."""

@@ -21,6 +21,7 @@ SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})  # security protocols
 
 __all__ = [
     "PROTOCOLS",
+    "ProtocolFlags",
     "SASL_PROTOCOLS",
     "TLS_PROTOCOLS",
     "Listener",
@@ -35,14 +36,12 @@ DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEX
 _ENDPOINT = re.compile(r"^([a-zA-Z][a-zA-Z0-9_]*)://(\[[0-9a-fA-F:.]*\]|[^:\[\]]*):(-?[0-9]+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """One listener: its name, security protocol and address (port 0: any free port)."""
+class ProtocolFlags:
+    """`uses_tls` / `uses_sasl` of anything that has a security `protocol`: a listener of serve, or the
+    connections of an admin tool."""
 
-    name: str
+    __slots__ = ()
     protocol: str
-    host: str
-    port: int
 
     @property
     def uses_tls(self) -> bool:
@@ -51,6 +50,16 @@ class Listener:
     @property
     def uses_sasl(self) -> bool:
         return self.protocol in SASL_PROTOCOLS
+
+
+@dataclass(frozen=True, slots=True)
+class Listener(ProtocolFlags):
+    """One listener: its name, security protocol and address (port 0: any free port)."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
 
 
 def parse_protocol_map(text: str | None) -> dict[str, str]:
