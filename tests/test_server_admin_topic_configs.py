@@ -185,7 +185,7 @@ def test_keys_serve_does_not_act_on_are_checked_as_kafka_checks_them_then_descri
      "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
     ("min.cleanable.dirty.ratio", "2", "Invalid value 2 for configuration min.cleanable.dirty.ratio: "
                                        "Value must be no more than 1"),
-    ("cleanup.policy", "delete,tidy", "Invalid value delete,tidy for configuration cleanup.policy: "
+    ("cleanup.policy", "delete,tidy", "Invalid value tidy for configuration cleanup.policy: "
                                       "String must be one of: compact, delete"),
     ("cleanup.policy", "compact",
      "cleanup.policy=compact is not supported by this broker (no log compaction; only delete)"),

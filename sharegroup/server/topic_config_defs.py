@@ -70,9 +70,9 @@ class TopicConfigDef:
                 if not _THROTTLED.match(text):
                     raise self._invalid(raw, "must be the literal '*' or a list of replicas in the following "
                                              "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
-            for item in items:
+            for item in items:  # Kafka names the first element it refuses, not the whole list
                 if self.choices and item not in self.choices:
-                    raise self._invalid(raw, f"String must be one of: {', '.join(self.choices)}")
+                    raise self._invalid(item, f"String must be one of: {', '.join(self.choices)}")
             return ",".join(items)
         if self.choices and text not in self.choices:
             raise self._invalid(raw, f"String must be one of: {', '.join(self.choices)}")
