@@ -126,7 +126,7 @@ def topic_config_entries(ctx: RequestContext, overrides: dict[str, str], effecti
         elif key in overrides:
             value = _override_text(d, overrides[key])
         else:
-            value = d.default  # type: ignore[union-attr]
+            value = TOPIC_CONFIG_DEFS[key].default
         synonyms = [_synonym(key, value, TOPIC_CONFIG)] if key in overrides else []
         if d is not None and d.broker_keys:
             synonyms += _broker_synonyms(ctx, d)
