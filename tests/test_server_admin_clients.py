@@ -88,3 +88,27 @@ def test_describe_and_incrementally_alter_configs(broker, admin):
     with pytest.raises(KafkaException) as refused:
         list(admin.incremental_alter_configs([bad]).values())[0].result(TIMEOUT_S)
     assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+
+
+def test_describe_configs_shows_every_topic_config_with_kafkas_sources_and_synonyms(tmp_path):
+    """librdkafka asks for synonyms: a topic lists all of Kafka 4.x's topic configs, the broker's
+    `log.retention.ms` given at start-up as STATIC_BROKER_CONFIG under the topic's own override."""
+    broker = BrokerThread(tmp_path, overrides={"log.retention.ms": "3600000"})
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 10_000})
+        admin.create_topics([NewTopic("t", 1, 1, config={"compression.type": "lz4"})])["t"].result(TIMEOUT_S)
+        future = list(admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "t")]).values())[0]
+        entries = future.result(TIMEOUT_S)
+        assert len(entries) == 33
+        sources = confluent_kafka.admin.ConfigSource
+        retention, compression = entries["retention.ms"], entries["compression.type"]
+        assert (retention.value, retention.source) == ("3600000", sources.STATIC_BROKER_CONFIG.value)
+        assert [(s.name, s.value, s.source) for s in retention.synonyms.values()] == [
+            ("log.retention.ms", "3600000", sources.STATIC_BROKER_CONFIG.value),
+            ("log.retention.hours", "168", sources.DEFAULT_CONFIG.value)]
+        assert (compression.value, compression.source, compression.is_read_only) == (
+            "lz4", sources.DYNAMIC_TOPIC_CONFIG.value, False)
+        assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == (
+            "delete", sources.DEFAULT_CONFIG.value)
+    finally:
+        broker.stop()

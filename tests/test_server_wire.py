@@ -588,10 +588,16 @@ def test_create_topics_returns_the_effective_configs_as_describe_configs_does(br
                    timeout=5000, validate_only=validate_only)
         result = client.request(19, 7, body).topics[0]
         assert result.error_code == ErrorCode.none
-        assert [(c.name, c.value, c.config_source, c.read_only, c.is_sensitive) for c in result.configs] == [
-            ("cleanup.policy", "delete", 1, False, False), ("max.message.bytes", "1048588", 5, False, False),
-            ("retention.bytes", "-1", 5, False, False), ("retention.ms", "1000", 1, False, False),
-            ("segment.bytes", str(1 << 30), 5, False, False)], name
+        created = {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive) for c in result.configs}
+        assert len(created) == 33, name  # every topic config of Kafka 4.x
+        assert [created[k] for k in ("cleanup.policy", "max.message.bytes", "retention.ms", "segment.bytes",
+                                     "compression.type", "min.insync.replicas")] == [
+            ("delete", 1, False, False), ("1048588", 5, False, False), ("1000", 1, False, False),
+            (str(1 << 30), 5, False, False), ("producer", 5, False, False), ("1", 5, False, False)], name
+    described = client.request(32, 4, req(32, 4, resources=[
+        {"resource_type": 2, "resource_name": "made", "configuration_keys": None}],
+        include_synonyms=False, include_documentation=False)).results[0]
+    assert {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive) for c in described.configs} == created
 
 
 def test_create_topics_refuses_duplicates_and_the_metadata_topic_with_kafkas_messages(broker, client):

@@ -304,13 +304,15 @@ class ServeConfig:
     """The validated broker configuration: every used key with its value (Kafka's default when unset).
 
     `warnings` lists one line per real-but-unused Kafka key that was given; `group_defaults` holds
-    the `--group-config` defaults applied to every share group.
+    the `--group-config` defaults applied to every share group; `static_keys` names the used keys that
+    were given (Kafka's STATIC_BROKER_CONFIG source, even when the value equals the default).
     """
 
     values: Mapping[str, Any]
     group_defaults: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     listener_configs: Mapping[str, Any] = field(default_factory=dict)  # listener.name.<l>.[<mech>.]<key>
+    static_keys: frozenset[str] = frozenset()  # used keys given in server.properties / --override
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -367,7 +369,7 @@ class ServeConfig:
                 raise ValueError(f"--group-config {key}: set the broker's group.{key} instead")
             group_defaults[key] = _parse_group_config(key, raw, values)
         return cls(values=values, group_defaults=group_defaults, warnings=tuple(warnings),
-                   listener_configs=listener_configs)
+                   listener_configs=listener_configs, static_keys=frozenset(k for k in given if k in CONFIG_DEFS))
 
 
 def _listener_config_def(key: str) -> ConfigDef | None:

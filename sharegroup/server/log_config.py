@@ -24,6 +24,8 @@ from typing import Mapping
 
 from sharegroup.errors import Errors, ShareError
 
+from .topic_config_defs import TOPIC_CONFIG_DEFS
+
 __all__ = ["LogConfig", "TOPIC_CONFIG_KEYS"]
 
 _LONG_MAX = 2**63 - 1
@@ -41,20 +43,27 @@ _INT_FIELDS: dict[str, tuple[str, str | None, int, int]] = {
     "producer_id_expiration_ms": ("producer.id.expiration.ms", None, 1, _INT_MAX),
 }
 
-# Kafka topic configs the store accepts on CreateTopics without acting on them (a single node has no
-# replicas to wait for; records are stored as the producer compressed them). Keys outside this set and
-# _INT_FIELDS are refused with INVALID_CONFIG, as Kafka refuses an unknown topic config.
-_ACCEPTED_TOPIC_KEYS = frozenset({
-    "cleanup.policy", "compression.type", "min.insync.replicas", "message.timestamp.type",
-    "unclean.leader.election.enable", "flush.messages", "flush.ms", "segment.ms", "segment.jitter.ms",
-    "segment.index.bytes", "index.interval.bytes", "file.delete.delay.ms", "preallocate",
-    "message.downconversion.enable", "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio", "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms", "local.retention.ms", "local.retention.bytes", "remote.storage.enable",
-})
-# Values the store cannot honour: refused rather than silently ignored.
-_REFUSED_TOPIC_VALUES = {"cleanup.policy": {"compact", "compact,delete", "delete,compact"},
-                         "message.timestamp.type": {"LogAppendTime"}}
+# Kafka topic configs the store accepts (each value checked by its Kafka type and bounds) without acting
+# on them: a single node has no replicas to wait for or throttle, records are stored as the producer
+# compressed them, and flushing / indexing / segment rolling are the store's own. Keys outside
+# TOPIC_CONFIG_DEFS are refused with INVALID_CONFIG, as Kafka 4.x refuses an unknown topic config.
+_ACCEPTED_TOPIC_KEYS = frozenset(TOPIC_CONFIG_DEFS) - {v[1] for v in _INT_FIELDS.values() if v[1]}
+
+
+def _refusal(key: str, value: str) -> str | None:
+    """Why the store cannot honour a (valid) value of an accepted key, else None: refused rather than
+    silently ignored. A remote-storage topic is refused with Kafka's own message for a broker without
+    tiered storage."""
+    if key == "cleanup.policy" and set(value.split(",")) != {"delete"}:
+        return f"cleanup.policy={value} is not supported by this broker (no log compaction; only delete)"
+    if key == "message.timestamp.type" and value == "LogAppendTime":
+        return "message.timestamp.type=LogAppendTime is not supported by this broker"
+    if key == "remote.storage.enable" and value == "true":
+        return ("Tiered Storage functionality is disabled in the broker. "
+                "Topic cannot be configured with remote log storage.")
+    return None
+
+
 TOPIC_CONFIG_KEYS = frozenset({v[1] for v in _INT_FIELDS.values() if v[1]}) | _ACCEPTED_TOPIC_KEYS
 
 
@@ -116,13 +125,17 @@ class LogConfig:
             kw["auto_create_topics_enable"] = raw == "true"
         return cls(**kw)  # type: ignore[arg-type]
 
-    def for_topic(self, configs: Mapping[str, object] | None) -> LogConfig:
+    def for_topic(self, configs: Mapping[str, object] | None, *, stored: bool = False) -> LogConfig:
         """These defaults with a topic's overrides applied (CreateTopics configs, Kafka's topic keys).
-        Raises ShareError(INVALID_CONFIG) naming the key for an unknown key or a bad value."""
+        Raises ShareError(INVALID_CONFIG) naming the key for an unknown key or a bad value. `stored`
+        overrides (read back from the topics file) have only the keys acted on checked, so a topic an
+        older version accepted with a key or value checked more strictly now still opens."""
         if not configs:
             return self
         kw: dict[str, int] = {}
         by_topic_key = {v[1]: name for name, v in _INT_FIELDS.items() if v[1]}
+        if stored:
+            configs = {k: v for k, v in configs.items() if k in by_topic_key}
         for key, raw in configs.items():
             if key in by_topic_key:
                 name = by_topic_key[key]
@@ -140,8 +153,15 @@ class LogConfig:
                                      f"Invalid value {raw} for configuration {key}: Value must be at least {low}")
                 kw[name] = value
             elif key in _ACCEPTED_TOPIC_KEYS:
-                if str(raw) in _REFUSED_TOPIC_VALUES.get(key, ()):
-                    raise ShareError(Errors.INVALID_CONFIG, f"{key}={raw} is not supported by this broker")
+                value_text = TOPIC_CONFIG_DEFS[key].parse(raw)
+                refusal = _refusal(key, value_text)
+                if refusal is not None:
+                    raise ShareError(Errors.INVALID_CONFIG, refusal)
             else:
                 raise ShareError(Errors.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        lags = [int(TOPIC_CONFIG_DEFS[k].parse(configs.get(k, TOPIC_CONFIG_DEFS[k].default)))
+                for k in ("min.compaction.lag.ms", "max.compaction.lag.ms")]
+        if lags[0] > lags[1]:
+            raise ShareError(Errors.INVALID_CONFIG, "conflict topic config setting "
+                             f"min.compaction.lag.ms ({lags[0]}) > max.compaction.lag.ms ({lags[1]})")
         return dataclasses.replace(self, **kw)

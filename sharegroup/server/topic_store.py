@@ -208,7 +208,7 @@ class TopicStore:
         return out
 
     def _open_topic(self, info: TopicInfo, configs: dict[str, str]) -> _Topic:
-        topic = _Topic(info, configs, self.log_config.for_topic(configs))
+        topic = _Topic(info, configs, self.log_config.for_topic(configs, stored=True))
         try:
             for partition in range(info.num_partitions):
                 directory = os.path.join(self._root, f"{info.name}-{partition}")

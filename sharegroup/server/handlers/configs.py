@@ -1,8 +1,11 @@
 """DescribeConfigs (key 32) v1-4 and IncrementalAlterConfigs (key 44) v0-1 for topics, brokers, groups.
 
 Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
-- A topic's configs are its overrides (source TOPIC_CONFIG) over the broker's log settings (source
-  DEFAULT_CONFIG); SET and DELETE change the overrides, checked as CreateTopics checks them
+- A topic describes every topic config of Kafka 4.x (`topic_config_defs`), read-write, with its Kafka
+  type: its override (source TOPIC_CONFIG), else the broker key it inherits from when given to the
+  broker (STATIC_BROKER_CONFIG), else the default (DEFAULT_CONFIG). With IncludeSynonyms the synonyms
+  follow Kafka's order (override, given broker keys, broker-key defaults); with IncludeDocumentation
+  each carries a short text. SET and DELETE change the overrides, checked as CreateTopics checks them
   (INVALID_CONFIG), durable in the topic store and applied to the partition logs at once. Describing
   checks the name first (INVALID_TOPIC_EXCEPTION), then existence (UNKNOWN_TOPIC_OR_PARTITION, no
   message); an empty list of keys describes every config, as null does.
@@ -41,6 +44,7 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..broker_config import CONFIG_DEFS
 from ..group_configs import DELETE, SET
+from ..topic_config_defs import TOPIC_CONFIG_DEFS, TopicConfigDef
 from ..topic_store import check_topic_name
 
 TOPIC, BROKER, GROUP = 2, 4, 32
@@ -48,7 +52,7 @@ BROKER_LOGGER, CLIENT_METRICS = 8, 16  # not served here, but authorized as Kafk
 # Kafka's ConfigSource values
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 # Kafka's ConfigType values
-BOOLEAN, STRING, INT, LONG, PASSWORD = 1, 2, 3, 5, 9
+UNKNOWN, BOOLEAN, STRING, INT, LONG, PASSWORD = 0, 1, 2, 3, 5, 9
 _CONFIG_TYPES = {"boolean": BOOLEAN, "string": STRING, "int": INT, "long": LONG}
 # Broker keys of Kafka's PASSWORD type: described as sensitive, never with their value (as Kafka does)
 _PASSWORD_KEYS = frozenset({
@@ -82,17 +86,63 @@ def _entry(name: str, value: Any, source: int, config_type: int, read_only: bool
             "is_sensitive": False, "synonyms": [], "config_type": config_type, "documentation": None}
 
 
+def _synonym(name: str, value: str | None, source: int) -> dict[str, Any]:
+    return {"name": name, "value": value, "source": source}
+
+
+def _broker_synonyms(ctx: RequestContext, d: TopicConfigDef) -> list[dict[str, Any]]:
+    """Kafka's broker synonyms of a topic config: each broker key given to this broker (STATIC_BROKER_CONFIG),
+    then each with a Kafka default (DEFAULT_CONFIG), in precedence order; the leading entries not named
+    by the first broker key are dropped, as Kafka drops them (so `retention.ms` with only
+    `log.retention.hours` set has none). Broker keys serve ignores are never given here."""
+    config = ctx.broker.config
+    static = [_synonym(k, _text(config.values[k]), STATIC_BROKER_CONFIG)
+              for k in d.broker_keys if k in config.static_keys]
+    defaults = [_synonym(k, v, DEFAULT_CONFIG) for k, v in zip(d.broker_keys, d.broker_defaults) if v is not None]
+    found = static + defaults
+    first = next((i for i, s in enumerate(found) if s["name"] == d.broker_keys[0]), len(found))
+    return found[first:]
+
+
+def _override_text(d: TopicConfigDef | None, raw: str) -> str:
+    """A stored override as Kafka shows it (its parsed value); unparseable stored text is shown as is."""
+    if d is None:
+        return raw
+    try:
+        return d.parse(raw)
+    except ShareError:
+        return raw
+
+
+def topic_config_entries(ctx: RequestContext, overrides: dict[str, str], effective: Any) -> list[dict[str, Any]]:
+    """Every topic config Kafka 4.x describes, with its value, source, type, synonyms and documentation:
+    the keys the store acts on show the effective `LogConfig` value, the others their override or Kafka's
+    default. A stored override Kafka 4.x no longer knows is listed too, of UNKNOWN type (Kafka lists it so)."""
+    out = []
+    for key in sorted(set(TOPIC_CONFIG_DEFS) | set(overrides)):
+        d = TOPIC_CONFIG_DEFS.get(key)
+        if key in _TOPIC_FIELDS:
+            value = _text(getattr(effective, _TOPIC_FIELDS[key][0]))
+        elif key in overrides:
+            value = _override_text(d, overrides[key])
+        else:
+            value = TOPIC_CONFIG_DEFS[key].default
+        synonyms = [_synonym(key, value, TOPIC_CONFIG)] if key in overrides else []
+        if d is not None and d.broker_keys:
+            synonyms += _broker_synonyms(ctx, d)
+        out.append({**_entry(key, value, synonyms[0]["source"] if synonyms else DEFAULT_CONFIG,
+                             d.config_type if d is not None else UNKNOWN),
+                    "synonyms": synonyms, "documentation": d.doc if d is not None else None})
+    return out
+
+
 def _topic_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     store = ctx.broker.store
     check_topic_name(name)  # Kafka validates the name first: INVALID_TOPIC_EXCEPTION
     overrides = store.topic_configs(name)
     if overrides is None:
         raise ShareError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "")  # Kafka gives no message for it
-    effective = store.topic_log_config(name)
-    out = [_entry(key, getattr(effective, field), TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG, kind)
-           for key, (field, kind) in sorted(_TOPIC_FIELDS.items())]
-    out += [_entry(k, v, TOPIC_CONFIG, STRING) for k, v in sorted(overrides.items()) if k not in _TOPIC_FIELDS]
-    return sorted(out, key=lambda e: e["name"])
+    return topic_config_entries(ctx, overrides, store.topic_log_config(name))
 
 
 def _check_broker_name(ctx: RequestContext, name: str) -> None:
@@ -193,6 +243,9 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         if keys:  # null or empty: every config (Kafka's rule)
             wanted = set(keys)
             configs = [c for c in configs if c["name"] in wanted]
+        synonyms, documentation = bool(request.include_synonyms), bool(getattr(request, "include_documentation", False))
+        configs = [{**c, "synonyms": c["synonyms"] if synonyms else [],
+                    "documentation": c["documentation"] if documentation else None} for c in configs]
         results.append(_described(resource, ErrorCode.none, None, configs))
     return ctx.response({"throttle_time": 0, "results": results})
 

@@ -24,21 +24,15 @@ from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
-from .configs import _TOPIC_FIELDS
+from .configs import topic_config_entries
 
 METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: never a topic of CreateTopics
-DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource of a config set on the topic / a default
 
 
 def _effective_configs(ctx: RequestContext, overrides: dict[str, str]) -> dict[str, tuple[str, int]]:
-    """name -> (value, source) of a topic's effective configs, as DescribeConfigs lists them: the log
-    settings the store acts on (the topic's value, else the broker's) and every other override."""
-    effective = ctx.broker.store.log_config.for_topic(overrides)
-    out = {key: (str(overrides[key]) if key in overrides else str(getattr(effective, field)),
-                 DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG)
-           for key, (field, _kind) in _TOPIC_FIELDS.items()}
-    out.update({k: (v, DYNAMIC_TOPIC_CONFIG) for k, v in overrides.items() if k not in out})
-    return out
+    """name -> (value, source) of a topic's effective configs: the entries DescribeConfigs lists."""
+    entries = topic_config_entries(ctx, overrides, ctx.broker.store.log_config.for_topic(overrides))
+    return {e["name"]: (e["value"], e["config_source"]) for e in entries}
 
 
 def _result(name: str, code: int, message: str | None, topic_id=ZERO_UUID, num_partitions: int = -1,
