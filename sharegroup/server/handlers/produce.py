@@ -16,8 +16,9 @@ Authorization (Kafka's order): batches marked transactional need WRITE on the re
 WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
 UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUIRED_ACKS).
 With acks=0 no response is sent; when a partition fails (an unknown topic too), the connection is closed
-instead (Kafka's way of telling a producer that reads no answers). Partitions are appended in request order,
-one request of a connection at a time (see `connection.py`), so one producer's batches reach each partition in the order it sent them.
+instead (Kafka's way of telling a producer that reads no answers). Partitions are appended in request
+order, one request of a connection at a time (see `connection.py`), so one producer's batches reach each
+partition in the order it sent them.
 """
 
 from __future__ import annotations
