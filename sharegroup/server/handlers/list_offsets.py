@@ -4,7 +4,8 @@ Per partition, by Kafka's special timestamps:
 - -1 (LATEST): the high watermark, or the last stable offset with `isolation_level` 1 (read_committed);
 - -2 (EARLIEST) and -4 (EARLIEST_LOCAL, v8+; no tiered storage here): the log start offset;
 - -3 (MAX_TIMESTAMP, v7+): the largest timestamp, from the first batch that has it, and the offset of
-  that batch's first record carrying it (never below the log start); -1/-1 for an empty log;
+  that batch's first record carrying it (a compressed batch: its base offset; never below the log
+  start); -1/-1 for an empty log;
 - -5 (LATEST_TIERED, v9+): nothing is ever tiered: offset -1;
 - a timestamp >= 0: the first record at or after it (from the log start on) and that record's own
   timestamp, found in the first batch whose max timestamp reaches it; offset -1 (and timestamp -1) when
