@@ -139,9 +139,10 @@ def test_produce_needs_write_before_existence_and_acks(broker, client):
     assert produce(client, "p-exists") == NONE
     assert produce(client, "p-exists", index=7) == UNKNOWN_TOPIC
     assert produce(client, "p-exists", acks=5) == 21  # INVALID_REQUIRED_ACKS, once authorized
-    assert produce(client, "p-missing") == UNKNOWN_TOPIC  # auto-creation by produce needs CREATE too
-    grant(broker, RT.TOPIC, "p-missing", Op.CREATE)
-    assert produce(client, "p-missing") == NONE
+    assert produce(client, "p-missing") == UNKNOWN_TOPIC
+    grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.CREATE)  # a Produce never creates a topic, whatever the rights
+    assert produce(client, "p-missing") == UNKNOWN_TOPIC
+    assert broker.store.topic_by_name("p-missing") is None
 
 
 def test_produce_of_transactional_batches_needs_write_on_the_transactional_id(broker, client):

@@ -182,6 +182,83 @@ def test_list_offsets_special_timestamps_and_by_time(broker, client):
     assert list_offsets(client, 4, "t", [(0, 2**62)]) == [(0, NONE, -1, -1)]
 
 
+def stamped(*timestamps_ms: int, attributes: int = 0) -> bytes:
+    """An uncompressed batch with one record per timestamp (base timestamp: the first), attribute bits
+    added (CRC made right); codec bits 1 (gzip) really compress the records, as a producer does."""
+    import gzip
+    import struct
+
+    from sharegroup.server.record_batch import HEADER_BYTES, SimpleRecord, batch_crc, build_record_batch
+
+    data = bytearray(build_record_batch([SimpleRecord(b"k", b"v%d" % i, timestamp_ms=ts)
+                                         for i, ts in enumerate(timestamps_ms)], base_timestamp_ms=timestamps_ms[0]))
+    if attributes & 0x07:
+        data[HEADER_BYTES:] = gzip.compress(bytes(data[HEADER_BYTES:]))
+        struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">h", data, 21, struct.unpack_from(">h", data, 21)[0] | attributes)
+    struct.pack_into(">I", data, 17, batch_crc(data, 0, len(data)))
+    return bytes(data)
+
+
+def topic_of(broker: BrokerThread, name: str, *batches: bytes):
+    info = broker.call(broker.store.create_topic(name, 1))
+    for data in batches:
+        broker.call(broker.store.append(info.topic_id, 0, data, acks=-1))
+    return info
+
+
+def test_list_offsets_by_time_answers_the_record_inside_an_uncompressed_batch(broker, client):
+    """Kafka answers the first record whose own timestamp is at or after the target, with that timestamp,
+    walking the records of the first batch whose max timestamp reaches it. A compressed batch answers
+    as a whole (its base offset and max timestamp): the broker never decompresses."""
+    topic_of(broker, "ts", stamped(1_000, 2_000, 3_000), stamped(4_000, 3_500, 6_000),
+             stamped(7_000, 8_000, attributes=1))
+    asks = [0, 1_000, 1_500, 3_000, 3_200, 4_500, 6_000, 6_500, 7_500, 8_001]
+    assert [list_offsets(client, 5, "ts", [(0, ts)])[0][2:] for ts in asks] == [
+        (1_000, 0), (1_000, 0), (2_000, 1), (3_000, 2), (4_000, 3), (6_000, 5), (6_000, 5),
+        (8_000, 6), (8_000, 6), (-1, -1)]
+    assert list_offsets(client, 1, "ts", [(0, 1_500)]) == [(0, NONE, 2_000, 1)]  # v1 as well
+
+
+def test_list_offsets_by_time_with_log_append_time_and_a_log_start_inside_a_batch(broker, client):
+    """Log append time: every record of the batch carries its max timestamp, so the first record answers.
+    From the log start on only: records below it are skipped, and when no record of the first batch
+    reaching the target is left, the next batch that reaches it answers (as Kafka reads on)."""
+    info = topic_of(broker, "la", stamped(5_000, 1_000, 1_000, 2_000), stamped(1_000, 3_000, 9_000, attributes=0x08),
+                    stamped(6_000, 7_000))
+    broker.call(broker.store.delete_records(info.topic_id, 0, 1))
+    asks = [0, 1_500, 4_000, 8_000]
+    assert [list_offsets(client, 9, "la", [(0, ts)])[0][2:] for ts in asks] == [
+        (1_000, 1), (2_000, 3), (9_000, 4), (9_000, 4)]
+    broker.call(broker.store.delete_records(info.topic_id, 0, 5))  # inside the log-append-time batch
+    assert [list_offsets(client, 9, "la", [(0, ts)])[0][2:] for ts in (0, 6_500, 9_500)] == [
+        (9_000, 5), (9_000, 5), (-1, -1)]
+
+
+def test_list_offsets_max_timestamp_answers_the_first_record_carrying_it(broker, client):
+    """Kafka: the first batch with the largest max timestamp, and in it the first record carrying that
+    timestamp; a compressed batch answers its base offset."""
+    topic_of(broker, "mx", stamped(1_000, 9_000, 2_000, 9_000), stamped(3_000, 9_000))
+    assert list_offsets(client, 7, "mx", [(0, -3)]) == [(0, NONE, 9_000, 1)]
+    topic_of(broker, "mz", stamped(1_000, 2_000), stamped(3_000, 9_000, 4_000, attributes=1))
+    assert list_offsets(client, 7, "mz", [(0, -3)]) == [(0, NONE, 9_000, 2)]
+
+
+def test_list_offsets_of_a_batch_whose_records_do_not_parse_answers_the_batch(broker, client):
+    """The store keeps a batch whose header and CRC are right whatever its records hold; a look-up landing
+    on it answers the batch (base offset, max timestamp) instead of failing."""
+    import struct
+
+    from sharegroup.server.record_batch import HEADER_BYTES, batch_crc
+
+    data = bytearray(stamped(1_000, 2_000, 3_000))
+    data[HEADER_BYTES] = 0x7E  # the first record's length: 63, past the batch's end
+    struct.pack_into(">I", data, 17, batch_crc(data, 0, len(data)))
+    topic_of(broker, "bad", stamped(500), bytes(data))
+    assert [list_offsets(client, 7, "bad", [(0, ts)])[0] for ts in (1_500, -3)] == [
+        (0, NONE, 3_000, 1), (0, NONE, 3_000, 1)]
+
+
 def test_list_offsets_leader_epoch_is_minus_one_without_an_offset_and_duplicates_are_invalid(broker, client):
     """Kafka answers -1 for the leader epoch when it finds no offset (LATEST_TIERED -5 without tiered
     storage, a timestamp newer than every record, MAX_TIMESTAMP of an empty log), and INVALID_REQUEST
@@ -259,6 +336,38 @@ def test_confluent_consumer_reads_every_record_with_manual_assign(broker):
     finally:
         consumer.close()
     assert info.num_partitions == 2
+
+
+def test_confluent_offsets_for_times_lands_on_the_record_inside_a_batch(broker):
+    """A producer lingering puts five records with their own timestamps into one uncompressed batch;
+    `offsets_for_times` finds the exact record, so a consumer seeking by time starts there."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    info = broker.call(broker.store.create_topic("times", 1))
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200,
+                                         "compression.type": "none"})
+    base = 1_700_000_000_000
+    for i in range(5):
+        producer.produce("times", value=b"r%d" % i, partition=0, timestamp=base + 1_000 * i)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert len(stored_batches(broker.store, info.topic_id, 0)) == 1  # the premise: one batch of five
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                                         "enable.auto.commit": False, "socket.timeout.ms": 10_000})
+    try:
+        found = []
+        for ts in (base - 1, base + 2_500, base + 4_000, base + 4_001):  # one look-up each: no partition twice
+            (tp,) = consumer.offsets_for_times([confluent_kafka.TopicPartition("times", 0, ts)], timeout=TIMEOUT_S)
+            assert tp.error is None, tp.error
+            found.append(tp.offset)
+        assert found == [0, 3, 4, -1]
+        consumer.assign([confluent_kafka.TopicPartition("times", 0, found[1])])
+        message, deadline = None, time.monotonic() + TIMEOUT_S
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and message.error() is None
+        assert (message.offset(), message.value(), message.timestamp()) == (
+            3, b"r3", (confluent_kafka.TIMESTAMP_CREATE_TIME, base + 3_000))
+    finally:
+        consumer.close()
 
 
 def test_admin_list_offsets(broker):

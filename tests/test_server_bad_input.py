@@ -143,6 +143,8 @@ def test_a_handler_failure_answers_unknown_server_error_and_keeps_serving(tmp_pa
     try:
         from kio.index import load_request_schema
 
+        b.call(b.store.create_topic("t", 1))
+
         client = RawClient(b.broker.port)
         body = build(load_request_schema(0, 9), {
             "transactional_id": None, "acks": -1, "timeout": datetime.timedelta(seconds=5),
@@ -182,6 +184,7 @@ def test_read_ahead_is_bounded_by_socket_request_max_bytes(broker):
     from kio.index import load_request_schema
 
     conn = broker.broker
+    broker.call(broker.store.create_topic("t", 1))
     client = RawClient(conn.port)
     body = build(load_request_schema(0, 9), {
         "transactional_id": None, "acks": 1, "timeout": datetime.timedelta(seconds=5),

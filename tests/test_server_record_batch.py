@@ -1,5 +1,5 @@
 """RecordBatch v2 headers: the encoder against an independent decoder, the produce checks with Kafka's
-codes, the base-offset rewrite that keeps the CRC valid, control-marker parsing."""
+codes, the base-offset rewrite that keeps the CRC valid, control-marker parsing, record timestamps."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from sharegroup.server.record_batch import (
     control_type,
     last_sequence,
     parse_header,
+    record_timestamps,
     set_base_offset,
     validate_produce_batches,
 )
@@ -158,6 +159,77 @@ def test_sequences_wrap_at_int32_max():
     assert last_sequence(-1, 3) == -1
 
 
+def stamped(*timestamps_ms, base_timestamp_ms=5_000) -> bytes:
+    return build_record_batch([SimpleRecord(b"k", b"v%d" % i, [("h", b"x")], timestamp_ms=ts)
+                               for i, ts in enumerate(timestamps_ms)], base_timestamp_ms=base_timestamp_ms)
+
+
+def test_record_timestamps_of_an_uncompressed_batch():
+    """Each record's offset delta and its own timestamp (base plus its delta, which may be negative)."""
+    assert record_timestamps(stamped(5_000, 3_000, 7_000, 7_000)) == [(0, 5_000), (1, 3_000), (2, 7_000), (3, 7_000)]
+    assert record_timestamps(memoryview(stamped(9_000) + b"next batch")) == [(0, 9_000)]  # only the first batch
+
+
+def test_record_timestamps_of_a_batch_kio_encoded():
+    """kio's encoder, independent of ours, writes records the walk reads alike."""
+    import datetime as dt
+    import io
+
+    from kio.records.schema import NewRecordBatch, Record
+    from kio.records.writers import write_new_batch
+
+    at = [dt.datetime(2026, 1, 1, 0, 0, s, tzinfo=dt.timezone.utc) for s in (10, 5, 30)]
+    buf = io.BytesIO()
+    records = tuple(Record(attributes=0, timestamp=t, offset=i, key=None, value=b"x" * 40 * i, headers=())
+                    for i, t in enumerate(at))
+    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, attributes=0,
+                                        records=records))
+    assert record_timestamps(buf.getvalue()) == [(i, int(t.timestamp() * 1000)) for i, t in enumerate(at)]
+
+
+def _with_attributes(data: bytes, bits: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(">h", out, 21, struct.unpack_from(">h", out, 21)[0] | bits)
+    return _recrc(out)
+
+
+def test_record_timestamps_with_log_append_time_are_the_batch_max():
+    data = _with_attributes(stamped(5_000, 3_000, 7_000), 0x08)
+    assert record_timestamps(data) == [(0, 7_000), (1, 7_000), (2, 7_000)]
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_record_timestamps_of_a_compressed_batch_is_none(codec):
+    assert record_timestamps(_with_attributes(stamped(5_000, 6_000), codec)) is None
+
+
+def test_record_timestamps_of_malformed_records_is_none():
+    good = stamped(5_000, 6_000, 7_000)
+    first_record = HEADER_BYTES
+
+    def with_count(n):
+        return good[:57] + struct.pack(">i", n) + good[61:]
+
+    def with_first_length(n):
+        return good[:first_record] + bytes([n << 1]) + good[first_record + 1:]
+
+    assert record_timestamps(with_count(4)) is None  # more records than the bytes hold
+    assert record_timestamps(with_count(2)) is None  # bytes left after the last record
+    assert record_timestamps(with_count(-1)) is None
+    assert record_timestamps(with_first_length(0)) is None
+    assert record_timestamps(with_first_length(60)) is None  # runs past the batch into nothing
+    assert record_timestamps(good[:-1]) is None  # shorter than its batch length
+    assert record_timestamps(good[:HEADER_BYTES - 1]) is None
+    lying_delta = bytearray(good)
+    lying_delta[first_record + 3] = 9 << 1  # the first record's offset delta: 9, past lastOffsetDelta 2
+    assert record_timestamps(bytes(lying_delta)) is None
+    overlong = bytearray(good)
+    overlong[first_record + 2:first_record + 3] = b"\xff" * 12  # a timestamp varint of 12 bytes
+    overlong[8:12] = struct.pack(">i", len(overlong) - 12)
+    assert record_timestamps(bytes(overlong)) is None
+    assert record_timestamps(good) == [(0, 5_000), (1, 6_000), (2, 7_000)]
+
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -190,3 +262,13 @@ def test_any_damage_is_refused_with_a_kafka_code_or_still_valid(data):
     assert sum(h.size_bytes for h in headers) == len(data)
     for h in headers:  # what passes is whole, consistent batches
         assert h.magic == 2 and h.record_count == h.last_offset_delta + 1 >= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(damaged_batches())
+def test_record_timestamps_of_any_damaged_batch_never_raises(data):
+    """Whatever the bytes, the walk answers None or records whose offsets stay inside the batch."""
+    walked = record_timestamps(data)
+    if walked is not None:
+        h = parse_header(data)
+        assert len(walked) == h.record_count and all(0 <= d <= h.last_offset_delta for d, _ts in walked)

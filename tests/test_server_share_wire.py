@@ -6,11 +6,12 @@ bytes and fields of a ShareFetch answer, and a closed connection releasing its s
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
 
-from sharegroup.server.codec import build, request_class
+from sharegroup.server.codec import ZERO_UUID, build, request_class
 from tests.server_harness import BrokerThread, RawClient, batch_bytes, stored_batches
 
 HEARTBEAT, FETCH, ACK, DESCRIBE = 76, 78, 79, 77
@@ -249,14 +250,19 @@ def test_serve_metrics_count_share_requests_with_kafka_names(tmp_path):
     try:
         url = server.proc.stderr.readline().split(" metrics on ", 1)[1].strip()
         assert heartbeat(client, MEMBER_A, 0, ["m"]).error_code == NONE  # the topic does not exist yet
+        created = client.request(3, 12, build(request_class(3, 12), {  # as a producer does before producing
+            "topics": [{"name": "m", "topic_id": ZERO_UUID}], "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": False}))
+        assert created.topics[0].error_code == NONE
         produced = client.request(0, 9, build(request_class(0, 9), {
             "transactional_id": None, "acks": -1, "timeout": 5000,
             "topic_data": [{"name": "m", "partition_data": [{"index": 0, "records": batch_bytes(2)}]}]}))
-        topic_id = None
-        while topic_id is None:  # the heartbeat that sees the new topic assigns it (bounded by the I/O timeout)
+        topic_id, deadline = None, time.monotonic() + 15
+        while topic_id is None and time.monotonic() < deadline:  # the heartbeat that sees the new topic assigns it
             answer = heartbeat(client, MEMBER_A, 0, ["m"])
             if answer.assignment and answer.assignment.topic_partitions:
                 topic_id = answer.assignment.topic_partitions[0].topic_id
+        assert topic_id is not None
         assert produced.responses[0].partition_responses[0].error_code == NONE
         assert acquired(fetch(client, 0, [(topic_id, [(0, [])])])) == [(0, 1, 1)]
         text = urllib.request.urlopen(url, timeout=10).read().decode()

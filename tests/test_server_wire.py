@@ -345,7 +345,7 @@ def test_produce_errors_per_partition(broker, client):
     assert _produce(client, 9, "p", 0, record_batch(), acks=2).error_code == ErrorCode.invalid_required_acks
     assert _produce(client, 9, "p", 0, b"garbage").error_code == ErrorCode.corrupt_message
     assert _produce(client, 9, "p", 0, None).error_code == ErrorCode.invalid_record
-    assert _produce(client, 9, "bad/name", 0, record_batch()).error_code == ErrorCode.invalid_topic_exception
+    assert _produce(client, 9, "bad/name", 0, record_batch()).error_code == ErrorCode.unknown_topic_or_partition
     assert broker.store.log_end_offset(broker.store.topic_by_name("p").topic_id, 0) == 0
 
 
@@ -411,6 +411,7 @@ def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
     b = BrokerThread(tmp_path, overrides={"message.max.bytes": "100"})
     try:
         c = RawClient(b.broker.port)
+        _create(c, "big", 1)
         result = _produce(c, 9, "big", 0, record_batch(10))
         assert result.error_code == ErrorCode.message_too_large
         assert b.store.log_end_offset(b.store.topic_by_name("big").topic_id, 0) == 0
@@ -419,16 +420,25 @@ def test_produce_larger_than_message_max_bytes_is_message_too_large(tmp_path):
         b.stop()
 
 
-def test_produce_to_an_unknown_topic_auto_creates_or_refuses(tmp_path, broker, client):
+def test_produce_never_auto_creates_a_topic(broker, client):
+    """Kafka creates topics only through Metadata (AllowAutoTopicCreation with `auto.create.topics.enable`,
+    on here): a Produce to a topic that does not exist answers UNKNOWN_TOPIC_OR_PARTITION, an illegal name
+    too, and creates nothing. A real producer asks Metadata first, which creates the topic."""
+    for version in (3, 9, 12):
+        fresh = _produce(client, version, "fresh", 0, record_batch())
+        assert (fresh.error_code, fresh.base_offset) == (ErrorCode.unknown_topic_or_partition, -1)
+    assert _produce(client, 9, "bad/name", 0, record_batch()).error_code == ErrorCode.unknown_topic_or_partition
+    assert broker.store.topic_by_name("fresh") is None
+    assert client.request(3, 12, md(12, ["fresh"], allow_auto=True)).topics[0].error_code == ErrorCode.none
     assert _produce(client, 9, "fresh", 0, record_batch()).base_offset == 0
-    assert broker.store.topic_by_name("fresh").num_partitions == 1
-    off = BrokerThread(tmp_path / "off", overrides={"auto.create.topics.enable": "false"})
-    try:
-        c = RawClient(off.broker.port)
-        assert _produce(c, 9, "fresh", 0, record_batch()).error_code == ErrorCode.unknown_topic_or_partition
-        c.close()
-    finally:
-        off.stop()
+
+
+def test_produce_acks_0_to_an_unknown_topic_closes_the_connection(broker, client):
+    """The unknown topic is a failed partition like any other: with acks=0 the connection closes."""
+    assert _produce(client, 9, "fresh", 0, record_batch(), acks=0) is None
+    with pytest.raises(ConnectionError):
+        client.read_frame()
+    assert broker.store.topic_by_name("fresh") is None
 
 
 def test_produce_acks_0_sends_no_response_and_later_responses_stay_in_order(broker, client):
@@ -516,6 +526,7 @@ def test_retention_is_enforced_every_check_interval(tmp_path):
         if not hasattr(b.store, "enforce_retention"):
             pytest.skip("the stand-in store keeps everything")
         c = RawClient(b.broker.port)
+        _create(c, "old", 1)
         big = batch_bytes(1, value=b"x" * 700_000)  # timestamps of 2026-01-01: long past an hour's retention
         for _ in range(3):  # 2.1 MB in 1 MiB segments: the first segments are complete and deletable
             assert _produce(c, 9, "old", 0, big).error_code == ErrorCode.none

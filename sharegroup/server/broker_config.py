@@ -83,7 +83,7 @@ def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
 CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("num.partitions", "int", 1, 1, doc="partitions of an auto-created topic, and of CreateTopics -1"),
     ConfigDef("default.replication.factor", "int", 1, 1, doc="replication factor of auto-created topics"),
-    ConfigDef("auto.create.topics.enable", "boolean", True, doc="create a topic on Metadata/Produce for it"),
+    ConfigDef("auto.create.topics.enable", "boolean", True, doc="create a topic on a Metadata request for it"),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, 1, doc="largest request frame accepted"),
     ConfigDef("message.max.bytes", "int", 1_048_588, 0, doc="largest record batch a Produce may carry"),
     ConfigDef("connections.max.idle.ms", "long", 600_000, doc="idle connections are closed after this (-1 never)"),

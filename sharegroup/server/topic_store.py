@@ -455,7 +455,8 @@ class TopicStore:
 
     async def auto_create_topic(self, name: str) -> TopicInfo | None:
         """The topic, created with the defaults when it does not exist and `auto.create.topics.enable`
-        is on (Metadata and Produce auto-creation); None when it does not exist and may not be created."""
+        is on (Metadata auto-creation; a Produce never creates); None when it does not exist and may not
+        be created."""
         existing = self.topic_by_name(name)
         if existing is not None:
             return existing

@@ -3,11 +3,16 @@
 Per partition, by Kafka's special timestamps:
 - -1 (LATEST): the high watermark, or the last stable offset with `isolation_level` 1 (read_committed);
 - -2 (EARLIEST) and -4 (EARLIEST_LOCAL, v8+; no tiered storage here): the log start offset;
-- -3 (MAX_TIMESTAMP, v7+): the largest batch timestamp and its batch's base offset (the earliest batch
-  on ties; never below the log start); -1/-1 for an empty log;
+- -3 (MAX_TIMESTAMP, v7+): the largest timestamp, from the first batch that has it, and the offset of
+  that batch's first record carrying it (a compressed batch: its base offset; never below the log
+  start); -1/-1 for an empty log;
 - -5 (LATEST_TIERED, v9+): nothing is ever tiered: offset -1;
-- a timestamp >= 0: the first offset whose batch timestamp is at or after it, with that batch's max
-  timestamp; offset -1 (and timestamp -1) when no record is that recent.
+- a timestamp >= 0: the first record at or after it (from the log start on) and that record's own
+  timestamp, found in the first batch whose max timestamp reaches it; offset -1 (and timestamp -1) when
+  no record is that recent. As Kafka, this walks the records of an uncompressed batch (see
+  `record_batch.record_timestamps`); a compressed batch (or one whose records do not parse) answers for
+  itself as a whole, its base offset and max timestamp, because the broker never decompresses records,
+  so a time inside such a batch lands on its first record (Kafka decompresses it and finds the record).
 - with read_committed, a time or MAX_TIMESTAMP look-up that lands at or past the last stable offset
   finds nothing (-1/-1), as Kafka answers only offsets a read_committed consumer could fetch.
 Special timestamps answer timestamp -1, as Kafka does. Leader epoch is 0 (one node, never re-elected),
@@ -30,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
+from ..record_batch import record_timestamps
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
@@ -44,10 +50,45 @@ def _batch_max_timestamp(batch: Any) -> int:
     return _MAX_TS.unpack_from(bytes(batch.records[:_MAX_TS_AT + 8]), _MAX_TS_AT)[0]
 
 
+def _first_record_at_or_after(batch: Any, timestamp: int, start: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the batch's first record at or after `timestamp` and at or after offset
+    `start`; None when it has none. A batch whose records are not read (compressed, malformed) answers
+    its max timestamp and base offset (never below `start`)."""
+    records = record_timestamps(batch.records)
+    if records is None:
+        return _batch_max_timestamp(batch), max(batch.base_offset, start)
+    for delta, record_ts in records:
+        if record_ts >= timestamp and batch.base_offset + delta >= start:
+            return record_ts, batch.base_offset + delta
+    return None
+
+
+def _by_timestamp(store: Any, topic_id: Any, partition: int, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) of the first record at or after `timestamp`, or (-1, end) when none is. The
+    store finds the first batch whose max timestamp reaches it; when none of its records from the log
+    start on does (a max timestamp that lies, a log start inside the batch) the next such batch is read."""
+    start = store.log_start_offset(topic_id, partition)
+    end = store.log_end_offset(topic_id, partition)
+    offset = store.offset_for(topic_id, partition, timestamp)
+    while offset < end:
+        read = store.read(topic_id, partition, offset, 1)  # one batch
+        if not read.batches:
+            break
+        batch = read.batches[0]
+        if _batch_max_timestamp(batch) >= timestamp:
+            found = _first_record_at_or_after(batch, timestamp, start)
+            if found is not None:
+                return found
+        offset = batch.last_offset + 1
+    return -1, end
+
+
 def _max_timestamp(store: Any, topic_id: Any, partition: int) -> tuple[int, int]:
-    """(max timestamp, base offset of its batch) over the whole log, by reading it through once."""
-    best = (-1, -1)
-    offset = store.log_start_offset(topic_id, partition)
+    """(max timestamp, offset) over the whole log, by reading it through once: the first batch with the
+    largest max timestamp, and in it the first record carrying that timestamp (the batch's base offset
+    when its records are not read or none carries it); never below the log start."""
+    best_ts, best = -1, None
+    start = offset = store.log_start_offset(topic_id, partition)
     end = store.log_end_offset(topic_id, partition)
     while offset < end:
         read = store.read(topic_id, partition, offset, _SCAN_BYTES)
@@ -55,10 +96,14 @@ def _max_timestamp(store: Any, topic_id: Any, partition: int) -> tuple[int, int]
             break
         for batch in read.batches:
             ts = _batch_max_timestamp(batch)
-            if ts > best[0]:
-                best = (ts, max(batch.base_offset, offset))
+            if ts > best_ts:
+                best_ts, best = ts, batch
         offset = read.batches[-1].last_offset + 1
-    return best
+    if best is None:
+        return -1, -1
+    records = record_timestamps(best.records) or ()
+    found = next((best.base_offset + delta for delta, ts in records if ts == best_ts), best.base_offset)
+    return best_ts, max(found, start)
 
 
 def _lookup(ctx: RequestContext, info: Any, partition: int, timestamp: int, read_committed: bool) -> tuple[int, int]:
@@ -76,11 +121,8 @@ def _lookup(ctx: RequestContext, info: Any, partition: int, timestamp: int, read
     if timestamp == MAX_TIMESTAMP:
         found_ts, offset = _max_timestamp(store, topic_id, partition)
         return (found_ts, offset) if offset < fetchable else (-1, -1)
-    offset = store.offset_for(topic_id, partition, timestamp)
-    if offset >= fetchable:
-        return -1, -1
-    read = store.read(topic_id, partition, offset, 1)
-    return (_batch_max_timestamp(read.batches[0]), offset) if read.batches else (-1, -1)
+    found_ts, offset = _by_timestamp(store, topic_id, partition, timestamp)
+    return (found_ts, offset) if offset < fetchable else (-1, -1)
 
 
 def _partition(index: int, code: int, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 Per partition (Kafka's rules):
 - acks must be 0, 1 or -1 (else every partition that exists: INVALID_REQUIRED_ACKS; the others
-  UNKNOWN_TOPIC_OR_PARTITION, and nothing is created);
-- an unknown topic is auto-created when `auto.create.topics.enable`, else UNKNOWN_TOPIC_OR_PARTITION, as is
-  a partition index out of range; an illegal topic name is INVALID_TOPIC_EXCEPTION;
+  UNKNOWN_TOPIC_OR_PARTITION);
+- a topic that does not exist (an illegal name included) is UNKNOWN_TOPIC_OR_PARTITION, as is a partition
+  index out of range. A Produce never creates a topic, whatever `auto.create.topics.enable` says: Kafka
+  creates topics only through Metadata (a client asks Metadata, allowing auto-creation, before producing);
 - a ZSTD batch below v7 is UNSUPPORTED_COMPRESSION_TYPE (checked before the acks, as Kafka does);
 - the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
   `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
@@ -13,11 +14,11 @@ Per partition (Kafka's rules):
 Authorization (Kafka's order): batches marked transactional need WRITE on the request's transactional id
 (none given: the same refusal), else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then
 WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
-UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUIRED_ACKS). A produce auto-creates a missing topic only with
-CREATE on the cluster or on that topic.
-With acks=0 no response is sent; when a partition fails, the connection is closed instead (Kafka's way
-of telling a producer that reads no answers). Partitions are appended in request order, one request of a connection
-at a time (see `connection.py`), so one producer's batches reach each partition in the order it sent them.
+UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUIRED_ACKS).
+With acks=0 no response is sent; when a partition fails (an unknown topic too), the connection is closed
+instead (Kafka's way of telling a producer that reads no answers). Partitions are appended in request
+order, one request of a connection at a time (see `connection.py`), so one producer's batches reach each
+partition in the order it sent them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
-from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
+from ..authorization import AclOperation, ResourceType
 from ..connection import CloseConnection
 
 VALID_ACKS = (0, 1, -1)
@@ -64,11 +65,6 @@ def _zstd_before_v7(records: bytes | None, version: int) -> bool:
     if version >= _ZSTD_SINCE_VERSION or not records or len(records) < _ATTRIBUTES_AT + 2 or records[16] != 2:
         return False
     return records[_ATTRIBUTES_AT + 1] & _COMPRESSION_MASK == _ZSTD
-
-
-def _may_create(ctx: RequestContext, name: str) -> bool:
-    return (ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-            or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name))
 
 
 def _partition(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -132,17 +128,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                 else ErrorCode.invalid_required_acks)
                      for p in topic_data.partition_data]
         else:
-            try:
-                topic = ctx.broker.topics.by_name(name)
-                if topic is None and _may_create(ctx, name):
-                    topic = await ctx.broker.topics.get_or_create(name)
-            except ShareError as exc:
-                topic, error = None, (int(exc.error), exc.message)
-            else:
-                error = (ErrorCode.unknown_topic_or_partition, f"Unknown topic {name}")
+            topic = ctx.broker.topics.by_name(name)
             for p in topic_data.partition_data:
                 if topic is None:
-                    parts.append(_partition(p.index, error[0], error[1]))
+                    parts.append(_partition(p.index, ErrorCode.unknown_topic_or_partition, f"Unknown topic {name}"))
                 else:
                     parts.append(await _append_one(ctx, topic, p.index, p.records, acks))
         responses.append({"name": name, "partition_responses": parts})
