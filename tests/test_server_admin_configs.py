@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sharegroup.server.broker_config import CONFIG_DEFS
 from sharegroup.server.codec import build, request_class
 from tests.server_harness import BrokerThread, RawClient
 
@@ -12,7 +13,7 @@ DESCRIBE, ALTER = 32, 44
 TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE, APPEND = 0, 1, 2
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST = 0, 3, 40, 42
-TOPIC_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 5, 8
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 
 
 def start(tmp_path) -> BrokerThread:
@@ -49,11 +50,13 @@ def values(result) -> dict[str, tuple[str | None, int]]:
 
 
 def test_group_configs_described_with_defaults_then_set_values(client):
+    """A group config's source: GROUP_CONFIG when set on the group, else that of the broker default it
+    inherits (the fixture's --group-config share.auto.offset.reset, given at start-up: STATIC_BROKER_CONFIG)."""
     before = describe(client, GROUP, "g")
     assert (before.error_code, before.resource_type, before.resource_name) == (NONE, GROUP, "g")
     assert values(before) == {
         "consumer.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG), "consumer.session.timeout.ms": ("45000", DEFAULT_CONFIG),
-        "share.auto.offset.reset": ("earliest", DEFAULT_CONFIG), "share.delivery.count.limit": ("5", DEFAULT_CONFIG),
+        "share.auto.offset.reset": ("earliest", STATIC_BROKER_CONFIG), "share.delivery.count.limit": ("5", DEFAULT_CONFIG),
         "share.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG), "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG),
         "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG), "share.session.timeout.ms": ("45000", DEFAULT_CONFIG)}
     done = alter(client, GROUP, "g", [("share.record.lock.duration.ms", SET, "2000"),
@@ -85,7 +88,7 @@ def test_group_configs_described_with_defaults_then_set_values(client):
 def test_group_configs_outside_the_broker_bounds_are_invalid_config(client, key, value):
     refused = alter(client, GROUP, "g", [(key, SET, value)])
     assert refused.error_code == INVALID_CONFIG
-    assert all(source == DEFAULT_CONFIG for _v, source in values(describe(client, GROUP, "g")).values())
+    assert all(source != GROUP_CONFIG for _v, source in values(describe(client, GROUP, "g")).values())
 
 
 def test_group_config_operations_and_validate_only(client):
@@ -341,3 +344,93 @@ def test_alter_of_an_unknown_resource_type_is_unsupported_version(client):
     for resource_type in (99, 0):
         refused = alter(client, resource_type, "x", [("a", SET, "1")])
         assert (refused.error_code, refused.error_message) == (35, f"Unknown resource type {resource_type}.")
+
+
+def describe_with(client: RawClient, resource_type: int, name: str, synonyms: bool, documentation: bool = False):
+    body = build(request_class(DESCRIBE, 4), {"resources": [
+        {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}],
+        "include_synonyms": synonyms, "include_documentation": documentation})
+    result = client.request(DESCRIBE, 4, body).results[0]
+    assert result.error_code == NONE
+    return {c.name: c for c in result.configs}
+
+
+def synonyms_of(entry) -> list[tuple[str, str | None, int]]:
+    return [(s.name, s.value, s.source) for s in entry.synonyms]
+
+
+def test_broker_configs_given_at_start_up_are_static_with_kafkas_synonyms(tmp_path):
+    """Kafka's source of a broker config is its first synonym's: a key given at start-up is
+    STATIC_BROKER_CONFIG even at its default's value. With IncludeSynonyms each entry lists its family
+    (log.retention.ms / .minutes / .hours) given at start-up, then with its default, from its own name on;
+    a PASSWORD key's synonyms have no value. With IncludeDocumentation each carries a text."""
+    b = BrokerThread(tmp_path, overrides={"num.partitions": 1, "log.retention.ms": 60000, "log.retention.hours": 2,
+                                          "ssl.keystore.password": "s3cret"})
+    c = RawClient(b.broker.port)
+    try:
+        plain = describe_with(c, BROKER, "1", synonyms=False)
+        full = describe_with(c, BROKER, "1", synonyms=True, documentation=True)
+    finally:
+        c.close()
+        b.stop()
+    assert (plain["num.partitions"].value, plain["num.partitions"].config_source) == ("1", STATIC_BROKER_CONFIG)
+    assert (plain["message.max.bytes"].value, plain["message.max.bytes"].config_source) == ("1048588", DEFAULT_CONFIG)
+    assert all(entry.synonyms == () and entry.documentation is None for entry in plain.values())
+    assert {k: (e.value, e.config_source) for k, e in full.items()} == {
+        k: (e.value, e.config_source) for k, e in plain.items()}
+    assert synonyms_of(full["num.partitions"]) == [("num.partitions", "1", STATIC_BROKER_CONFIG),
+                                                   ("num.partitions", "1", DEFAULT_CONFIG)]
+    assert synonyms_of(full["message.max.bytes"]) == [("message.max.bytes", "1048588", DEFAULT_CONFIG)]
+    assert synonyms_of(full["log.retention.ms"]) == [
+        ("log.retention.ms", "60000", STATIC_BROKER_CONFIG), ("log.retention.hours", "2", STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", DEFAULT_CONFIG)]
+    assert synonyms_of(full["log.retention.hours"]) == [("log.retention.hours", "2", STATIC_BROKER_CONFIG),
+                                                        ("log.retention.hours", "168", DEFAULT_CONFIG)]
+    assert (full["log.retention.minutes"].value, full["log.retention.minutes"].config_source,
+            synonyms_of(full["log.retention.minutes"])) == (None, DEFAULT_CONFIG, [])
+    password = full["ssl.keystore.password"]
+    assert (password.value, password.is_sensitive, password.config_source, synonyms_of(password)) == (
+        None, True, STATIC_BROKER_CONFIG, [("ssl.keystore.password", None, STATIC_BROKER_CONFIG)])
+    assert (full["ssl.key.password"].config_source, synonyms_of(full["ssl.key.password"])) == (DEFAULT_CONFIG, [])
+    assert full["num.partitions"].documentation == CONFIG_DEFS["num.partitions"].doc != ""
+    assert all(entry.documentation for entry in full.values())
+
+
+def test_group_configs_list_kafkas_synonyms_the_group_value_then_its_broker_default(tmp_path):
+    """Kafka 4.3's group config synonyms: the value set on the group (GROUP_CONFIG), then the broker key
+    `group.<key>` given at start-up (STATIC_BROKER_CONFIG, even at its default's value) and its default
+    (DEFAULT_CONFIG); a key no broker key sets has the group config's own default. serve's --group-config
+    default is a STATIC_BROKER_CONFIG synonym under the group key. The source is the first synonym's."""
+    b = BrokerThread(tmp_path, share=True, overrides={"group.share.record.lock.duration.ms": 30000},
+                     group_configs={"share.auto.offset.reset": "earliest"})
+    c = RawClient(b.broker.port)
+    try:
+        assert alter(c, GROUP, "g", [("share.record.lock.duration.ms", SET, "20000"),
+                                     ("share.isolation.level", SET, "read_committed")]).error_code == NONE
+        plain = describe_with(c, GROUP, "g", synonyms=False)
+        full = describe_with(c, GROUP, "g", synonyms=True, documentation=True)
+        unset = describe_with(c, GROUP, "other", synonyms=True)
+    finally:
+        c.close()
+        b.stop()
+    assert {k: (e.value, e.config_source) for k, e in plain.items()} == {
+        k: (e.value, e.config_source) for k, e in full.items()}
+    assert all(entry.synonyms == () and entry.documentation is None for entry in plain.values())
+    lock = [("group.share.record.lock.duration.ms", "30000", STATIC_BROKER_CONFIG),
+            ("group.share.record.lock.duration.ms", "30000", DEFAULT_CONFIG)]
+    assert (full["share.record.lock.duration.ms"].config_source, synonyms_of(full["share.record.lock.duration.ms"])) == (
+        GROUP_CONFIG, [("share.record.lock.duration.ms", "20000", GROUP_CONFIG), *lock])
+    assert (unset["share.record.lock.duration.ms"].config_source,
+            synonyms_of(unset["share.record.lock.duration.ms"])) == (STATIC_BROKER_CONFIG, lock)
+    assert synonyms_of(full["share.isolation.level"]) == [("share.isolation.level", "read_committed", GROUP_CONFIG),
+                                                          ("share.isolation.level", "read_uncommitted", DEFAULT_CONFIG)]
+    assert (unset["share.isolation.level"].config_source, synonyms_of(unset["share.isolation.level"])) == (
+        DEFAULT_CONFIG, [("share.isolation.level", "read_uncommitted", DEFAULT_CONFIG)])
+    assert (unset["share.auto.offset.reset"].config_source, synonyms_of(unset["share.auto.offset.reset"])) == (
+        STATIC_BROKER_CONFIG, [("share.auto.offset.reset", "earliest", STATIC_BROKER_CONFIG),
+                               ("share.auto.offset.reset", "latest", DEFAULT_CONFIG)])
+    assert (unset["share.delivery.count.limit"].config_source, synonyms_of(unset["share.delivery.count.limit"])) == (
+        DEFAULT_CONFIG, [("group.share.delivery.count.limit", "5", DEFAULT_CONFIG)])
+    assert synonyms_of(unset["consumer.session.timeout.ms"]) == [
+        ("group.consumer.session.timeout.ms", "45000", DEFAULT_CONFIG)]
+    assert all(entry.documentation for entry in full.values())

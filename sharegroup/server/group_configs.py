@@ -29,13 +29,27 @@ from ..errors import Errors, ShareError
 from .broker_config import CONSUMER_GROUP_CONFIG_KEYS, GROUP_CONFIG_KEYS, ServeConfig, _parse_group_config
 from .segment_files import write_file_atomically
 
-__all__ = ["GroupConfigStore", "SET", "DELETE", "FILE_NAME"]
+__all__ = ["GroupConfigStore", "SET", "DELETE", "FILE_NAME", "GROUP_CONFIG_DEFAULTS", "GROUP_CONFIG_DOCS"]
 
 FILE_NAME = "group-configs.json"
 _TIMING_PAIRS = (("share.session.timeout.ms", "share.heartbeat.interval.ms"),
                  ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"))
 _NOT_SHARE_PARTITION = frozenset(("share.session.timeout.ms", "share.heartbeat.interval.ms", *CONSUMER_GROUP_CONFIG_KEYS))
 SET, DELETE = 0, 1  # Kafka's IncrementalAlterConfigs operations that apply to single-valued configs
+# Kafka's own defaults of the group configs that no broker key sets (the others default to `group.` + key)
+GROUP_CONFIG_DEFAULTS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
+# What DescribeConfigs answers as each group config's documentation (our words; Kafka sends its own text)
+GROUP_CONFIG_DOCS = {
+    "consumer.heartbeat.interval.ms": "How often a member of this consumer group (KIP-848) sends a heartbeat.",
+    "consumer.session.timeout.ms": "A member of this consumer group without a heartbeat for this long is removed.",
+    "share.auto.offset.reset": "Where a share-partition without state starts: latest, earliest or "
+                               "by_duration:<ISO-8601 duration> (the first record at most that old).",
+    "share.delivery.count.limit": "Deliveries of a record before it is archived as undeliverable.",
+    "share.heartbeat.interval.ms": "How often a member of this share group sends a heartbeat.",
+    "share.isolation.level": "read_committed delivers only committed transactional records; read_uncommitted all.",
+    "share.record.lock.duration.ms": "How long a record acquired by a consumer stays locked to it before release.",
+    "share.session.timeout.ms": "A member of this share group without a heartbeat for this long is removed.",
+}
 
 
 class GroupConfigStore:
@@ -74,10 +88,8 @@ class GroupConfigStore:
         for key in GROUP_CONFIG_KEYS:
             if key in self.config.group_defaults:
                 out[key] = self.config.group_defaults[key]
-            elif key == "share.auto.offset.reset":
-                out[key] = "latest"
-            elif key == "share.isolation.level":
-                out[key] = "read_uncommitted"
+            elif key in GROUP_CONFIG_DEFAULTS:
+                out[key] = GROUP_CONFIG_DEFAULTS[key]
             else:
                 out[key] = self.config["group." + key]
         return out
@@ -166,6 +178,7 @@ class GroupConfigStore:
             self.alter(group_id, [(k, DELETE, None) for k in list(self._values[group_id])])
 
     def _check(self) -> None:
+        assert set(GROUP_CONFIG_DOCS) == set(GROUP_CONFIG_KEYS) >= set(GROUP_CONFIG_DEFAULTS)
         for group_id, values in self._values.items():
             assert values and set(values) <= set(GROUP_CONFIG_KEYS), (group_id, values)
 

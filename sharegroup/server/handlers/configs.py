@@ -43,7 +43,7 @@ from ...errors import Errors, ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..broker_config import CONFIG_DEFS
-from ..group_configs import DELETE, SET
+from ..group_configs import DELETE, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_DOCS, SET
 from ..topic_config_defs import TOPIC_CONFIG_DEFS, TopicConfigDef
 from ..topic_store import check_topic_name
 
@@ -90,18 +90,24 @@ def _synonym(name: str, value: str | None, source: int) -> dict[str, Any]:
     return {"name": name, "value": value, "source": source}
 
 
-def _broker_synonyms(ctx: RequestContext, d: TopicConfigDef) -> list[dict[str, Any]]:
-    """Kafka's broker synonyms of a topic config: each broker key given to this broker (STATIC_BROKER_CONFIG),
-    then each with a Kafka default (DEFAULT_CONFIG), in precedence order; the leading entries not named
-    by the first broker key are dropped, as Kafka drops them (so `retention.ms` with only
-    `log.retention.hours` set has none). Broker keys serve ignores are never given here."""
-    config = ctx.broker.config
-    static = [_synonym(k, _text(config.values[k]), STATIC_BROKER_CONFIG)
-              for k in d.broker_keys if k in config.static_keys]
-    defaults = [_synonym(k, v, DEFAULT_CONFIG) for k, v in zip(d.broker_keys, d.broker_defaults) if v is not None]
-    found = static + defaults
-    first = next((i for i, s in enumerate(found) if s["name"] == d.broker_keys[0]), len(found))
+def _synonym_chain(config: Any, key: str, names: tuple[str, ...], defaults: tuple[str | None, ...],
+                   sensitive: bool = False) -> list[dict[str, Any]]:
+    """Kafka's broker synonyms of `key` (ConfigHelper.configSynonyms): each of `names` (a broker key family in
+    precedence order) given to this broker (STATIC_BROKER_CONFIG), then each with a Kafka default (`defaults`,
+    None: none; DEFAULT_CONFIG); the leading entries not named `key` are dropped, as Kafka drops them. A
+    sensitive key's synonyms carry no value. Nothing is dynamic here, so no DYNAMIC_* synonyms exist."""
+    static = [_synonym(k, None if sensitive else _text(config.values[k]), STATIC_BROKER_CONFIG)
+              for k in names if k in config.static_keys]
+    found = static + [_synonym(k, None if sensitive else v, DEFAULT_CONFIG) for k, v in zip(names, defaults)
+                      if v is not None]
+    first = next((i for i, s in enumerate(found) if s["name"] == key), len(found))
     return found[first:]
+
+
+def _broker_synonyms(ctx: RequestContext, d: TopicConfigDef) -> list[dict[str, Any]]:
+    """Kafka's broker synonyms of a topic config: named by its first broker key (so `retention.ms` with only
+    `log.retention.hours` set has none). Broker keys serve ignores are never given here."""
+    return _synonym_chain(ctx.broker.config, d.broker_keys[0], d.broker_keys, d.broker_defaults)
 
 
 def _override_text(d: TopicConfigDef | None, raw: str) -> str:
@@ -156,11 +162,25 @@ def _check_broker_name(ctx: RequestContext, name: str) -> None:
                                                  f"but received {name}")
 
 
-def _broker_entry(key: str, value: Any) -> dict[str, Any]:
-    source = DEFAULT_CONFIG if value == CONFIG_DEFS[key].default else STATIC_BROKER_CONFIG
-    if key in _PASSWORD_KEYS:
-        return {**_entry(key, None, source, PASSWORD, read_only=True), "is_sensitive": True}
-    return _entry(key, value, source, _CONFIG_TYPES[CONFIG_DEFS[key].type], read_only=True)
+# Kafka's broker key families (DynamicBrokerConfig.brokerConfigSynonyms) among the keys serve uses: each
+# key of a family lists the others as synonyms, in this precedence order.
+_RETENTION_KEYS = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+
+
+def _broker_key_synonyms(config: Any, key: str, sensitive: bool = False) -> list[dict[str, Any]]:
+    names = _RETENTION_KEYS if key in _RETENTION_KEYS else (key,)
+    return _synonym_chain(config, key, names, tuple(_text(CONFIG_DEFS[k].default) for k in names), sensitive)
+
+
+def _broker_entry(config: Any, key: str, value: Any) -> dict[str, Any]:
+    """A broker config as Kafka describes it: its source is that of its first synonym (STATIC_BROKER_CONFIG
+    when given at start-up, even with the default's value), else DEFAULT_CONFIG."""
+    sensitive = key in _PASSWORD_KEYS
+    synonyms = _broker_key_synonyms(config, key, sensitive)
+    source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+    entry = _entry(key, None if sensitive else value, source,
+                   PASSWORD if sensitive else _CONFIG_TYPES[CONFIG_DEFS[key].type], read_only=True)
+    return {**entry, "is_sensitive": sensitive, "synonyms": synonyms, "documentation": CONFIG_DEFS[key].doc or None}
 
 
 def _broker_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
@@ -168,7 +188,8 @@ def _broker_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     _check_broker_name(ctx, name)
     if name == "":
         return []
-    return [_broker_entry(k, v) for k, v in sorted(ctx.broker.config.values.items())]
+    config = ctx.broker.config
+    return [_broker_entry(config, k, v) for k, v in sorted(config.values.items())]
 
 
 def _group_store(ctx: RequestContext) -> Any:
@@ -178,12 +199,32 @@ def _group_store(ctx: RequestContext) -> Any:
     return share.group_configs
 
 
+def _group_synonyms(store: Any, key: str, value: Any, own: bool) -> list[dict[str, Any]]:
+    """Kafka's synonyms of a group config (Kafka 4.3, KAFKA-20289): the value set on the group
+    (GROUP_CONFIG), then the synonyms of the broker key it defaults from (`group.` + key: given at start-up
+    STATIC_BROKER_CONFIG, then its DEFAULT_CONFIG), or, for a key without one, the group config's own Kafka
+    default (DEFAULT_CONFIG). serve's `--group-config` default, given at start-up, is a STATIC_BROKER_CONFIG
+    synonym under the group key's name, before the broker key's."""
+    config = store.config
+    synonyms = [_synonym(key, _text(value), GROUP_CONFIG)] if own else []
+    if key in config.group_defaults:
+        synonyms.append(_synonym(key, _text(config.group_defaults[key]), STATIC_BROKER_CONFIG))
+    broker_key = "group." + key
+    if broker_key in CONFIG_DEFS:
+        return synonyms + _broker_key_synonyms(config, broker_key)
+    return synonyms + [_synonym(key, GROUP_CONFIG_DEFAULTS[key], DEFAULT_CONFIG)]
+
+
 def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     if not name:
         raise ShareError(Errors.INVALID_REQUEST, "Group name must not be empty")
-    effective = _group_store(ctx).effective(name)
-    return [_entry(k, v, GROUP_CONFIG if own else DEFAULT_CONFIG, INT if _type_of(v) == LONG else _type_of(v))
-            for k, (v, own) in sorted(effective.items())]  # Kafka's group configs are INT or STRING
+    store = _group_store(ctx)
+    out = []
+    for key, (value, own) in sorted(store.effective(name).items()):
+        synonyms = _group_synonyms(store, key, value, own)
+        entry = _entry(key, value, synonyms[0]["source"], INT if _type_of(value) == LONG else _type_of(value))
+        out.append({**entry, "synonyms": synonyms, "documentation": GROUP_CONFIG_DOCS[key]})
+    return out  # Kafka's group configs are INT or STRING
 
 
 _DESCRIBERS = {TOPIC: _topic_configs, BROKER: _broker_configs, GROUP: _group_configs}
