@@ -131,9 +131,10 @@ def test_configs_describe_and_alter_groups_topics_brokers(broker):
     assert (code, out) == (0, "Completed updating config for group g.\n")
     code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--describe")
     assert out == ("Dynamic configs for group g are:\n"
-                   "  share.auto.offset.reset=earliest sensitive=false synonyms={GROUP_CONFIG:share.auto.offset.reset=earliest}\n"
-                   "  share.record.lock.duration.ms=5000 sensitive=false "
-                   "synonyms={GROUP_CONFIG:share.record.lock.duration.ms=5000}\n")
+                   "  share.auto.offset.reset=earliest sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+                   "share.auto.offset.reset=earliest, DEFAULT_CONFIG:share.auto.offset.reset=latest}\n"
+                   "  share.record.lock.duration.ms=5000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+                   "share.record.lock.duration.ms=5000, DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000}\n")
     code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--alter",
                        "--add-config", "share.record.lock.duration.ms=10")
     assert code == 1 and ("share.record.lock.duration.ms must be greater than or equal to "
@@ -146,6 +147,31 @@ def test_configs_describe_and_alter_groups_topics_brokers(broker):
                    "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}\n")
     code, out, _ = cli(*base, "--entity-type", "brokers", "--entity-name", "1", "--describe", "--all")
     assert code == 0 and "  group.share.min.record.lock.duration.ms=1000 sensitive=false" in out
+
+
+def test_configs_describe_prints_the_synonyms_the_broker_returns_and_kafkas_filter(broker):
+    """kafka-configs.sh asks with IncludeSynonyms and prints each entry's synonyms in the broker's order with
+    the Java client's source names, `null` for a null value and `{}` for none; without --all it lists only
+    the entity's dynamic configs (a broker given only static keys: none)."""
+    base = ("configs", "--bootstrap-server", broker.bootstrap, "--describe")
+    code, out, _ = cli(*base, "--entity-type", "brokers", "--entity-name", "1")
+    assert (code, out) == (0, "Dynamic configs for broker 1 are:\n")
+    code, out, _ = cli(*base, "--entity-type", "brokers", "--entity-name", "1", "--all")
+    lines = out.splitlines()
+    assert lines[0] == "All configs for broker 1 are:"
+    assert ("  group.share.min.record.lock.duration.ms=1000 sensitive=false synonyms={STATIC_BROKER_CONFIG:"
+            "group.share.min.record.lock.duration.ms=1000, DEFAULT_CONFIG:group.share.min.record.lock.duration.ms=15000}"
+            ) in lines
+    assert "  log.retention.ms=null sensitive=false synonyms={}" in lines
+    assert "  ssl.key.password=null sensitive=true synonyms={}" in lines
+    assert lines[1:] == sorted(lines[1:])
+    code, out, _ = cli(*base, "--entity-type", "topics", "--entity-name", "orders", "--all")
+    lines = out.splitlines()
+    assert "  remote.storage.enable=false sensitive=false synonyms={}" in lines
+    assert "  segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}" in lines
+    code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--all")
+    assert ("  share.isolation.level=read_uncommitted sensitive=false "
+            "synonyms={DEFAULT_CONFIG:share.isolation.level=read_uncommitted}") in out.splitlines()
 
 
 def test_the_real_command_line_against_serve(broker):

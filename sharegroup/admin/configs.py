@@ -1,9 +1,15 @@
 """`sharegroup configs`: kafka-configs.sh for topics, brokers and groups, over the wire.
 
-`--describe` prints what kafka-configs.sh prints ("Dynamic configs for topic t are:" then one
-`  key=value sensitive=false synonyms={SOURCE:key=value}` line per config set on the entity; `--all`
-lists every config with its source). `--alter --add-config K=V,... --delete-config K,...` sends one
-IncrementalAlterConfigs (SET and DELETE) and prints "Completed updating config for topic t.".
+`--describe` asks as kafka-configs.sh asks (DescribeConfigs with IncludeSynonyms) and prints what it
+prints: "Dynamic configs for topic t are:" then, sorted by name, one
+`  name=value sensitive=bool synonyms={SOURCE:name=value, SOURCE:name=value}` line per config, its synonyms
+as the broker returned them in its order (`null` for a null value, `{}` when there are none), SOURCE being
+the Java client's ConfigSource name (DYNAMIC_TOPIC_CONFIG, DYNAMIC_GROUP_CONFIG, STATIC_BROKER_CONFIG,
+DEFAULT_CONFIG, ...). Without `--all` only the configs set dynamically on the entity are listed, as
+kafka-configs.sh filters them: source DYNAMIC_TOPIC_CONFIG for a topic, DYNAMIC_BROKER_CONFIG for a broker
+(none on serve), DYNAMIC_GROUP_CONFIG for a group; `--all` lists every config.
+`--alter --add-config K=V,... --delete-config K,...` sends one IncrementalAlterConfigs (SET and DELETE)
+and prints "Completed updating config for topic t.".
 `--entity-type users` manages SCRAM credentials instead (see `user_scram.py`). `--command-config FILE`
 reaches a secured broker (Kafka client properties, see `client_security.py`).
 Exit 0 on success, 1 on a usage error or a refused request (the reason on stdout, as the Kafka tool).
@@ -23,10 +29,12 @@ __all__ = ["add_arguments", "run"]
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS = 32, 44
 RESOURCE_TYPES = {"topics": (2, "topic"), "brokers": (4, "broker"), "groups": (32, "group")}
+# DescribeConfigs' ConfigSource id -> the Java client's ConfigEntry.ConfigSource name, which the tool prints
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
-           7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
-NOT_DYNAMIC = {4, 5}
+           7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
+# resource type -> the one source listed without --all (kafka-configs.sh's filter)
+DYNAMIC_SOURCE = {2: 1, 4: 2, 32: 8}
 SET, DELETE = 0, 1
 
 
@@ -82,17 +90,18 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                 _v, response = connection.send(DESCRIBE_CONFIGS, {
                     "resources": [{"resource_type": resource_type, "resource_name": args.entity_name,
                                    "configuration_keys": None}],
-                    "include_synonyms": False, "include_documentation": False})
+                    "include_synonyms": True, "include_documentation": False})
                 (result,) = response.results
                 if int(result.error_code) != 0:
                     raise AdminError(result.error_message or error_text(int(result.error_code), args.entity_name))
-                shown = [c for c in result.configs if args.all or int(c.config_source) not in NOT_DYNAMIC]
+                shown = [c for c in result.configs
+                         if args.all or int(c.config_source) == DYNAMIC_SOURCE[resource_type]]
                 print(f"{'All' if args.all else 'Dynamic'} configs for {noun} {args.entity_name} are:", file=out)
                 for c in sorted(shown, key=lambda c: c.name):
-                    source = SOURCES.get(int(c.config_source), "UNKNOWN")
-                    value = "null" if c.value is None else c.value
-                    print(f"  {c.name}={value} sensitive={str(bool(c.is_sensitive)).lower()} "
-                          f"synonyms={{{source}:{c.name}={value}}}", file=out)
+                    synonyms = ", ".join(f"{SOURCES.get(int(s.source), 'UNKNOWN')}:{s.name}={_shown(s.value)}"
+                                         for s in c.synonyms)
+                    print(f"  {c.name}={_shown(c.value)} sensitive={str(bool(c.is_sensitive)).lower()} "
+                          f"synonyms={{{synonyms}}}", file=out)
                 return 0
             changes = [{"name": k, "config_operation": SET, "value": v} for k, v in _pairs(args.add_config)]
             changes += [{"name": k.strip(), "config_operation": DELETE, "value": None}
@@ -111,6 +120,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"Error while executing config command with args '{' '.join(_argv(args))}'", file=out)
         print(str(exc), file=out)
         return 1
+
+
+def _shown(value: str | None) -> str:
+    """A value as the Java tool prints it: a null one as `null`."""
+    return "null" if value is None else value
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
