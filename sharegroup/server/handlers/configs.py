@@ -10,14 +10,22 @@ Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
   checks the name first (INVALID_TOPIC_EXCEPTION), then existence (UNKNOWN_TOPIC_OR_PARTITION, no
   message); an empty list of keys describes every config, as null does.
 - The broker (resource name = its node id) describes every broker key it uses, read-only, with its
-  Kafka type; PASSWORD-type keys (TLS passwords and keys, `sasl.jaas.config`) are sensitive and shown
-  without their value, as Kafka shows them. The name "" is Kafka's cluster-wide dynamic defaults: none
+  Kafka type: STATIC_BROKER_CONFIG when given in server.properties / --override (even at the default's
+  value), else DEFAULT_CONFIG. With IncludeSynonyms each lists Kafka's synonyms: the keys of its family
+  (`log.retention.ms`, `.minutes`, `.hours`; any other key alone) given at start-up, then those with a
+  default, from its own name on; with IncludeDocumentation a short text. PASSWORD-type keys (TLS passwords
+  and keys, `sasl.jaas.config`) are sensitive and shown without their value, in their synonyms too, as
+  Kafka shows them. The name "" is Kafka's cluster-wide dynamic defaults: none
   here, so it describes no configs. Nothing is dynamically changeable, so an alter answers INVALID_REQUEST
   "Cannot update these configs dynamically" (Kafka's code for a static broker config).
   Another node id is INVALID_REQUEST.
-- A group (any name: configs may be set before the group exists, as in Kafka) describes its six share
-  keys: values set on it (source GROUP_CONFIG) over the broker defaults; SET and DELETE are checked
-  against the broker's bounds (INVALID_CONFIG) and kept by `GroupConfigStore`.
+- A group (any name: configs may be set before the group exists, as in Kafka) describes its group
+  configs: values set on it (source GROUP_CONFIG) over the broker defaults, each with the source of its
+  first synonym. The synonyms are Kafka 4.3's: the group's value, then a `--group-config` default
+  (STATIC_BROKER_CONFIG, serve's own), then those of the broker key `group.` + key (given at start-up,
+  then its default) or, for a key no broker key sets, its own Kafka default (DEFAULT_CONFIG); each with a
+  short documentation text. SET and DELETE are checked against the broker's bounds (INVALID_CONFIG) and
+  kept by `GroupConfigStore`.
 APPEND and SUBTRACT (list configs) apply to none of these keys: INVALID_CONFIG. A resource type Kafka
 does not know is UNSUPPORTED_VERSION for an alter (INVALID_REQUEST for a describe). A type not served
 here (BROKER_LOGGER, CLIENT_METRICS), the same resource twice in one request, a key twice in one
