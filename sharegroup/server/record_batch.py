@@ -16,7 +16,8 @@ compression codec, 3 timestamp type (1 = log append time), 4 transactional, 5 co
 The broker never decompresses records. It decodes them in two places only: a control batch (a
 transaction marker, never compressed), whose single record's key says commit (1) or abort (0), and the
 record timestamps of an uncompressed batch (`record_timestamps`), which ListOffsets needs to answer the
-exact record a time falls on, as Kafka does.
+exact record a time falls on and Produce to check each record's timestamp (`check_timestamps`), as Kafka
+does.
 
 Error codes on produce, as Kafka's broker answers them (its `ProduceRequest.validateRecords`,
 `ByteBufferLogInputStream` and `LogValidator`):
