@@ -7,6 +7,8 @@
   reported as batches/s, records/s, MB/s and appends per group commit, against a naive loop that writes
   and fsyncs each batch alone.
 - the produce checks alone (framing, magic, CRC-32C, header rules): MB/s.
+- the record timestamp check of an uncompressed batch (every record's timestamp against the topic's
+  bounds): records/s, and its cost per batch against the produce checks' in the same run.
 - reads: whole log read back in 1 MiB fetches, MB/s.
 - recovery: reopening a log (scan every batch header and CRC, rebuild index and producer state):
   batches/s and MB/s.
@@ -25,7 +27,12 @@ import crc32c
 import pytest
 
 from sharegroup.server.log_config import LogConfig
-from sharegroup.server.record_batch import SimpleRecord, build_record_batch, validate_produce_batches
+from sharegroup.server.record_batch import (
+    SimpleRecord,
+    build_record_batch,
+    check_timestamps,
+    validate_produce_batches,
+)
 from sharegroup.server.topic_store import TopicStore
 
 RECORDS_PER_BATCH = 100
@@ -124,6 +131,30 @@ def test_produce_checks_throughput(benchmark, capsys):
     if not benchmark.disabled:
         report(benchmark, capsys, "produce checks (framing, magic, CRC-32C, header rules)", {
             "bytes": len(data), "MB_per_s": round(len(data) / benchmark.stats.stats.median / 1e6)})
+
+
+def test_timestamp_check_throughput(benchmark, capsys):
+    """Walking every record of a batch is O(records) in Python, against the O(bytes) CRC done in C."""
+    data = producer_batch(0)
+    headers = validate_produce_batches(data, max_message_bytes=2**30)
+    now_ms = 1_700_000_000_000
+
+    def check() -> None:
+        check_timestamps(data, headers, now_ms=now_ms, before_max_ms=2**63 - 1, after_max_ms=3_600_000)
+
+    benchmark(check)
+    if not benchmark.disabled:
+        n = 2_000
+        started = time.perf_counter()
+        for _ in range(n):
+            validate_produce_batches(data, max_message_bytes=2**30)
+        validate_s = (time.perf_counter() - started) / n
+        check_s = benchmark.stats.stats.median
+        report(benchmark, capsys, f"timestamp check, one batch of {RECORDS_PER_BATCH} records", {
+            "check_us_per_batch": round(check_s * 1e6, 1),
+            "records_per_s": round(RECORDS_PER_BATCH / check_s),
+            "produce_checks_us_per_batch": round(validate_s * 1e6, 1),
+            "check_vs_produce_checks": round(check_s / validate_s, 1)})
 
 
 async def _fill(path: str, batches: int) -> tuple[TopicStore, object]:

@@ -171,21 +171,22 @@ def stored_batches(store: Any, topic_id: uuid.UUID, partition: int) -> list[byte
 # -- an in-process broker on its own event loop thread ----------------------------------------------
 
 
-async def _open_store(data_dir: pathlib.Path, config: Any) -> Any:
+async def _open_store(data_dir: pathlib.Path, config: Any, clock: Any = None) -> Any:
     """The durable topic store of `sharegroup serve` in `data_dir` (the stand-in until it exists)."""
     try:
         from sharegroup.server.serve import open_store
         import sharegroup.server.topic_store  # noqa: F401
     except ImportError:
         return FakeTopicStore(config["num.partitions"], config["auto.create.topics.enable"], config["message.max.bytes"])
-    return await open_store(data_dir, config)
+    return await open_store(data_dir, config, clock=clock)
 
 
 class BrokerThread:
     """Runs a `Broker` on a private event loop in a daemon thread (for blocking clients in the test)."""
 
     def __init__(self, data_dir: pathlib.Path, store: Any = None, overrides: dict[str, Any] | None = None,
-                 host: str = "127.0.0.1", share: bool = False, group_configs: dict[str, Any] | None = None) -> None:
+                 host: str = "127.0.0.1", share: bool = False, group_configs: dict[str, Any] | None = None,
+                 clock: Any = None) -> None:
         from sharegroup.server.broker import Broker
         from sharegroup.server.broker_config import ServeConfig
 
@@ -194,7 +195,7 @@ class BrokerThread:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         if store is None:
-            store = self.call(_open_store(data_dir, self.config))
+            store = self.call(_open_store(data_dir, self.config, clock))  # clock: the store's (None: system)
         self.store = store
         services = {}
         if share:  # the share-group services of `sharegroup serve` (persister, coordinator, manager)

@@ -272,3 +272,77 @@ def test_record_timestamps_of_any_damaged_batch_never_raises(data):
     if walked is not None:
         h = parse_header(data)
         assert len(walked) == h.record_count and all(0 <= d <= h.last_offset_delta for d, _ts in walked)
+
+
+# -- record timestamps against the broker's clock (check_timestamps) ------------------------------
+
+_LONG_MAX = 2**63 - 1
+
+
+def _java_long(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def _kafka_refuses(timestamp: int, now_ms: int, before_max_ms: int, after_max_ms: int) -> bool:
+    """Kafka's rule for one CreateTime record, in Java long arithmetic (the model the check must match)."""
+    if timestamp == -1:
+        return False
+    diff = _java_long(now_ms - timestamp)
+    return diff > before_max_ms or _java_long(-diff) > after_max_ms
+
+
+def _refused_indexes(data: bytes, now_ms: int, before_max_ms: int, after_max_ms: int) -> list[int]:
+    from sharegroup.server.record_batch import RecordValidationError, check_timestamps
+
+    try:
+        check_timestamps(data, validate_produce_batches(data, max_message_bytes=MAX), now_ms=now_ms,
+                         before_max_ms=before_max_ms, after_max_ms=after_max_ms)
+    except RecordValidationError as exc:
+        assert (exc.error, exc.message) == (Errors.INVALID_TIMESTAMP,
+                                            "One or more records have been rejected due to invalid timestamp")
+        return [index for index, _message in exc.record_errors]
+    return []
+
+
+_NOW = 1_790_000_000_000
+_stamp = st.one_of(st.integers(_NOW - 10**7, _NOW + 10**7), st.sampled_from([-1, 0, -(2**63), _LONG_MAX]),
+                   st.integers(-(2**63), _LONG_MAX))
+_bound = st.one_of(st.integers(0, 10**7), st.sampled_from([0, _LONG_MAX]), st.integers(0, _LONG_MAX))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_stamp, min_size=1, max_size=12), _bound, _bound)
+def test_check_timestamps_refuses_exactly_the_records_kafka_refuses(stamps, before_max_ms, after_max_ms):
+    """Any record timestamps (deltas of any size and sign from the base) and bounds: the batch is refused
+    naming exactly the records Kafka's rule refuses, Java's long wrap-around included (the fast path that
+    looks only at the extremes must never let one through)."""
+    base = stamps[0] if stamps[0] != -1 else _NOW
+    if any(not -(2**63) <= ts - base <= _LONG_MAX for ts in stamps):
+        return  # a timestamp delta must be a long
+    records = [SimpleRecord(b"k", b"v", timestamp_ms=ts) for ts in stamps]
+    try:
+        data = build_record_batch(records, base_timestamp_ms=base)
+    except (struct.error, OverflowError):  # a delta beyond a varlong: not a batch a producer can send
+        return
+    expected = [i for i, ts in enumerate(stamps) if _kafka_refuses(_java_long(ts), _NOW, before_max_ms, after_max_ms)]
+    assert _refused_indexes(data, _NOW, before_max_ms, after_max_ms) == expected
+
+
+def test_check_timestamps_messages_and_java_long_bounds():
+    """Kafka's record message; the default before bound makes a range start Java computes without wrapping,
+    an after bound of 2^63-1 one it wraps (and then takes every future record); Long.MIN_VALUE is refused
+    with no before limit, as Java's wrapped difference makes it look far ahead (unless nothing ahead is)."""
+    from sharegroup.server.record_batch import RecordValidationError, check_timestamps
+
+    data = build_record_batch([SimpleRecord(b"k", b"a"), SimpleRecord(b"k", b"b", timestamp_ms=_NOW + 7_200_000)],
+                              base_timestamp_ms=_NOW, base_offset=40)
+    headers = validate_produce_batches(data, max_message_bytes=MAX)
+    with pytest.raises(RecordValidationError) as caught:
+        check_timestamps(data, headers, now_ms=_NOW, before_max_ms=_LONG_MAX, after_max_ms=3_600_000)
+    assert caught.value.record_errors == ((1, f"Timestamp {_NOW + 7_200_000} of message with offset 41 is out of "
+                                              f"range. The timestamp should be within [{_NOW - _LONG_MAX}, "
+                                              f"{_NOW + 3_600_000}]"),)
+    check_timestamps(data, headers, now_ms=_NOW, before_max_ms=_LONG_MAX, after_max_ms=_LONG_MAX)
+    lowest = build_record_batch([SimpleRecord(b"k", b"v")], base_timestamp_ms=-(2**63))
+    assert _refused_indexes(lowest, _NOW, _LONG_MAX, 3_600_000) == [0]
+    assert _refused_indexes(lowest, _NOW, _LONG_MAX, _LONG_MAX) == []

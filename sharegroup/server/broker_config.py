@@ -95,6 +95,10 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               doc="retention by age in hours, used when log.retention.ms and .minutes are unset"),
     ConfigDef("log.retention.bytes", "long", -1, -1, doc="retention by size per partition; -1 unlimited"),
     ConfigDef("log.retention.check.interval.ms", "long", 300_000, 1, doc="how often retention is enforced"),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", INT64_MAX, 0,
+              doc="how far behind the broker's clock a produced CreateTime timestamp may be"),
+    ConfigDef("log.message.timestamp.after.max.ms", "long", 3_600_000, 0,
+              doc="how far ahead of the broker's clock a produced CreateTime timestamp may be"),
     ConfigDef("transaction.max.timeout.ms", "int", 900_000, 1, doc="bound of InitProducerId's transaction timeout"),
     ConfigDef("group.share.record.lock.duration.ms", "int", 30_000, 1000, 3_600_000,
               doc="how long an acquired record stays locked to its share consumer"),
@@ -257,8 +261,8 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     share.coordinator.append.linger.ms share.fetch.purgatory.purge.interval.requests log.flush.interval.messages log.flush.offset.checkpoint.interval.ms
     log.flush.scheduler.interval.ms log.flush.start.offset.checkpoint.interval.ms log.index.interval.bytes
     log.index.size.max.bytes log.initial.task.delay.ms log.local.retention.bytes log.local.retention.ms
-    log.message.downconversion.enable log.message.format.version log.message.timestamp.after.max.ms
-    log.message.timestamp.before.max.ms log.message.timestamp.difference.max.ms log.preallocate log.roll.hours
+    log.message.downconversion.enable log.message.format.version
+    log.message.timestamp.difference.max.ms log.preallocate log.roll.hours
     log.roll.jitter.hours log.roll.jitter.ms log.roll.ms log.segment.delete.delay.ms max.connection.creation.rate
     max.connections max.connections.per.ip max.connections.per.ip.overrides max.incremental.fetch.session.cache.slots
     max.request.partition.size.limit metadata.log.dir metadata.log.max.record.bytes.between.snapshots

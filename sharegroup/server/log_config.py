@@ -14,6 +14,12 @@ topic value is `ShareError(INVALID_CONFIG)`, as Kafka answers CreateTopics.
 | retention_check_interval_ms | log.retention.check.interval.ms | — | 300000 (5 min) | >= 1 |
 | producer_id_expiration_ms | producer.id.expiration.ms | — | 86400000 (1 day) | >= 1 |
 | auto_create_topics_enable | auto.create.topics.enable | — | true | — |
+| message_timestamp_before_max_ms | log.message.timestamp.before.max.ms | message.timestamp.before.max.ms | 2^63-1 (no limit) | >= 0 |
+| message_timestamp_after_max_ms | log.message.timestamp.after.max.ms | message.timestamp.after.max.ms | 3600000 (1 hour) | >= 0 |
+
+The two timestamp bounds are how far a CreateTime record timestamp may lie before / after the broker's
+clock when it is produced (Kafka's LogValidator; `record_batch.check_timestamps`); Kafka 4.0 lowered the
+after bound's default from no limit to one hour.
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ _INT_FIELDS: dict[str, tuple[str, str | None, int, int]] = {
     "num_partitions": ("num.partitions", None, 1, _INT_MAX),
     "retention_check_interval_ms": ("log.retention.check.interval.ms", None, 1, _LONG_MAX),
     "producer_id_expiration_ms": ("producer.id.expiration.ms", None, 1, _INT_MAX),
+    "message_timestamp_before_max_ms": ("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms",
+                                        0, _LONG_MAX),
+    "message_timestamp_after_max_ms": ("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms",
+                                       0, _LONG_MAX),
 }
 
 # Kafka topic configs the store accepts (each value checked by its Kafka type and bounds) without acting
@@ -89,6 +99,8 @@ class LogConfig:
     auto_create_topics_enable: bool = True
     retention_check_interval_ms: int = 300_000  # how often the broker calls TopicStore.enforce_retention
     producer_id_expiration_ms: int = 86_400_000
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
         for name, (key, _, low, high) in _INT_FIELDS.items():

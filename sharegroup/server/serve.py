@@ -104,8 +104,9 @@ def load_config(args: argparse.Namespace) -> ServeConfig:
     return ServeConfig.build(properties, overrides, group_configs)
 
 
-async def open_store(data_dir: Path | str, config: ServeConfig) -> Any:
-    """Open the durable topic store of `data_dir` with the broker's (already validated) log configs."""
+async def open_store(data_dir: Path | str, config: ServeConfig, *, clock: Any = None) -> Any:
+    """Open the durable topic store of `data_dir` with the broker's (already validated) log configs;
+    `clock` (default: the system clock) is the time appends and retention read (tests pass a ManualClock)."""
     from .topic_store import LogConfig, TopicStore
 
     log_config = LogConfig(
@@ -115,8 +116,10 @@ async def open_store(data_dir: Path | str, config: ServeConfig) -> Any:
         max_message_bytes=config["message.max.bytes"],
         num_partitions=config["num.partitions"],
         auto_create_topics_enable=config["auto.create.topics.enable"],
+        message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
+        message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
     )
-    return await TopicStore.open(data_dir, log_config=log_config)
+    return await TopicStore.open(data_dir, log_config=log_config, clock=clock)
 
 
 async def open_share_services(data_dir: Path | str, config: ServeConfig, store: Any,

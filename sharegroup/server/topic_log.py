@@ -47,6 +47,7 @@ from .record_batch import (
     CONTROL_COMMIT,
     BatchHeader,
     build_control_batch,
+    check_timestamps,
     parse_header,
     set_base_offset,
     validate_produce_batches,
@@ -254,10 +255,12 @@ class TopicLog:
 
     # -- appending -----------------------------------------------------------------------------
 
-    async def append(self, records: bytes | bytearray | memoryview, *, acks: int = -1,
+    async def append(self, records: bytes | bytearray | memoryview, *, now_ms: int, acks: int = -1,
                      max_batches: int | None = 1) -> AppendResult:
         """Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
-        carries (`max_batches`: how many the caller allows; None for any number).
+        carries (`max_batches`: how many the caller allows; None for any number). `now_ms` is the broker's
+        clock, which the record timestamps must lie near (the topic's `message.timestamp.before.max.ms` /
+        `.after.max.ms`; else RecordValidationError, INVALID_TIMESTAMP).
 
         Raises ShareError with Kafka's code, changing nothing, for bad batches (record_batch), a request
         larger than `segment.bytes` (RECORD_LIST_TOO_LARGE), producer epoch/sequence faults
@@ -267,6 +270,8 @@ class TopicLog:
         self._check_writable()
         headers = validate_produce_batches(records, max_message_bytes=self.config.max_message_bytes,
                                            max_batches=max_batches)
+        check_timestamps(records, headers, now_ms=now_ms, before_max_ms=self.config.message_timestamp_before_max_ms,
+                         after_max_ms=self.config.message_timestamp_after_max_ms)
         size = len(records)
         if size > self.config.segment_bytes:
             raise ShareError(Errors.RECORD_LIST_TOO_LARGE,

@@ -479,7 +479,8 @@ class TopicStore:
         batch (INVALID_RECORD otherwise) unless `max_batches` allows more (None: any number)."""
         if acks not in (-1, 0, 1):
             raise ShareError(Errors.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks!r}")
-        return await self._log(topic_id, partition).append(records, acks=acks, max_batches=max_batches)
+        return await self._log(topic_id, partition).append(records, now_ms=self._clock.now_ms(), acks=acks,
+                                                            max_batches=max_batches)
 
     async def write_transaction_marker(self, topic_id: uuid.UUID, partition: int, producer_id: int,
                                        producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,

@@ -70,7 +70,9 @@ _PASSWORD_KEYS = frozenset({
 
 # Topic keys the store acts on -> (LogConfig field, config type)
 _TOPIC_FIELDS = {"segment.bytes": ("segment_bytes", INT), "retention.ms": ("retention_ms", LONG),
-                 "retention.bytes": ("retention_bytes", LONG), "max.message.bytes": ("max_message_bytes", INT)}
+                 "retention.bytes": ("retention_bytes", LONG), "max.message.bytes": ("max_message_bytes", INT),
+                 "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", LONG),
+                 "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", LONG)}
 
 
 def _text(value: Any) -> str | None:

@@ -8,9 +8,13 @@ Per partition (Kafka's rules):
   creates topics only through Metadata (a client asks Metadata, allowing auto-creation, before producing);
 - a ZSTD batch below v7 is UNSUPPORTED_COMPRESSION_TYPE (checked before the acks, as Kafka does);
 - the store validates the batches (CRC, magic, lengths: CORRUPT_MESSAGE; above the topic's
-  `max.message.bytes`: MESSAGE_TOO_LARGE), checks producer sequences and assigns offsets; its
-  `ShareError` becomes that partition's error, and nothing of it is appended (an epoch or sequence
-  fault answers the log start offset, as Kafka does, so the producer can tell its state was lost).
+  `max.message.bytes`: MESSAGE_TOO_LARGE; a CreateTime record timestamp outside the topic's
+  `message.timestamp.before.max.ms` / `.after.max.ms` around the broker's clock: INVALID_TIMESTAMP),
+  checks producer sequences and assigns offsets; its `ShareError` becomes that partition's error, and
+  nothing of it is appended (an epoch or sequence fault answers the log start offset, as Kafka does, so
+  the producer can tell its state was lost). A refusal naming records (INVALID_TIMESTAMP) answers as
+  Kafka's does: the error message "One or more records have been rejected due to invalid timestamp", one
+  `record_errors` entry (batch index, message) per offending record (both v8+), and the log start offset.
 Authorization (Kafka's order): batches marked transactional need WRITE on the request's transactional id
 (none given: the same refusal), else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then
 WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
@@ -33,6 +37,7 @@ from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
 from ..connection import CloseConnection
+from ..record_batch import RecordValidationError
 
 VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
@@ -98,9 +103,12 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
             result = await result
     except ShareError as exc:
         log_start = -1
-        if int(exc.error) in _WITH_LOG_START:
+        record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else None
+        if int(exc.error) in _WITH_LOG_START or record_errors is not None:
             log_start = broker.store.log_start_offset(topic.topic_id, index)
-        return _partition(index, int(exc.error), exc.message or None, log_start_offset=log_start)
+        response = _partition(index, int(exc.error), exc.message or None, log_start_offset=log_start)
+        response["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()]
+        return response
     return _partition(index, ErrorCode.none, None, result.base_offset, result.log_append_time_ms, result.log_start_offset)
 
 
