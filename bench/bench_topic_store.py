@@ -134,7 +134,9 @@ def test_produce_checks_throughput(benchmark, capsys):
 
 
 def test_timestamp_check_throughput(benchmark, capsys):
-    """Walking every record of a batch is O(records) in Python, against the O(bytes) CRC done in C."""
+    """Produce's timestamp check of one 100-record batch: a scan of every record's timestamp delta, O(records),
+    in C on the native pass (`sharegroup._native.record_scan`) and in Python on the pure one, set beside the
+    produce checks (framing and the CRC, O(bytes) in C)."""
     data = producer_batch(0)
     headers = validate_produce_batches(data, max_message_bytes=2**30)
     now_ms = 1_700_000_000_000

@@ -3,6 +3,7 @@ codes, the base-offset rewrite that keeps the CRC valid, control-marker parsing,
 
 from __future__ import annotations
 
+import os
 import struct
 
 import crc32c
@@ -346,3 +347,53 @@ def test_check_timestamps_messages_and_java_long_bounds():
     lowest = build_record_batch([SimpleRecord(b"k", b"v")], base_timestamp_ms=-(2**63))
     assert _refused_indexes(lowest, _NOW, _LONG_MAX, 3_600_000) == [0]
     assert _refused_indexes(lowest, _NOW, _LONG_MAX, _LONG_MAX) == []
+
+
+# -- the timestamp-delta scan twins (scan_timestamp_deltas, pure and Cython) ------------------------
+
+
+def _scan_twins():
+    from sharegroup.server import record_batch
+
+    twins = [pytest.param(record_batch.scan_timestamp_deltas, id="pure")]
+    if os.environ.get("SHAREGROUP_PUREPYTHON") != "1":
+        from sharegroup._native.record_scan import scan_timestamp_deltas as native
+
+        twins.append(pytest.param(native, id="native"))
+    return twins
+
+
+@pytest.mark.parametrize("scan", _scan_twins())
+def test_scan_timestamp_deltas_reads_each_records_delta(scan):
+    stamps = [_NOW + 5, _NOW, _NOW + 10**9, _NOW - 70, _NOW + 3]
+    data = build_record_batch([SimpleRecord(b"k", b"v" * 200, timestamp_ms=ts) for ts in stamps],
+                              base_timestamp_ms=_NOW)
+    header = validate_produce_batches(data, max_message_bytes=MAX)[0]
+    assert scan(data, HEADER_BYTES, header.size_bytes, header.record_count) == (-70, 10**9)
+    assert scan(data, HEADER_BYTES, header.size_bytes, header.record_count - 1) is None  # does not end at `end`
+    assert scan(data, HEADER_BYTES, header.size_bytes - 1, header.record_count) is None  # a record past `end`
+    assert scan(data[:HEADER_BYTES + 1], HEADER_BYTES, header.size_bytes, header.record_count) is None  # cut short
+    assert scan(data, HEADER_BYTES, header.size_bytes, 0) is None
+    assert scan(b"\x01" * 80 + b"\xff" * 11, 80, 91, 1) is None  # a varint longer than ten bytes
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=8), st.binary(max_size=6),
+       st.integers(0, 400), st.integers(0, 255))
+def test_scan_timestamp_deltas_twins_agree_on_any_bytes(deltas, tail, flip_at, flip_to):
+    """Valid batches, batches with one byte changed anywhere and trailing junk: the Cython twin answers
+    what the pure one answers (the pure twin's ranges past a Java long, which the native one cannot hold,
+    are out of reach of the varlongs a batch is built with here)."""
+    if os.environ.get("SHAREGROUP_PUREPYTHON") == "1":
+        pytest.skip("pure-Python pass: the native twin is not loaded")
+    from sharegroup._native.record_scan import scan_timestamp_deltas as native
+    from sharegroup.server.record_batch import scan_timestamp_deltas as pure
+
+    data = bytearray(build_record_batch([SimpleRecord(b"k", b"v", timestamp_ms=_NOW + d) for d in deltas],
+                                        base_timestamp_ms=_NOW))
+    count = len(deltas)
+    for candidate in (bytes(data), bytes(data) + tail):
+        assert native(candidate, HEADER_BYTES, len(data), count) == pure(candidate, HEADER_BYTES, len(data), count)
+    if flip_at < len(data):
+        data[flip_at] = flip_to
+        assert native(bytes(data), HEADER_BYTES, len(data), count) == pure(bytes(data), HEADER_BYTES, len(data), count)

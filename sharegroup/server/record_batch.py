@@ -39,8 +39,10 @@ Error codes on produce, as Kafka's broker answers them (its `ProduceRequest.vali
 
 from __future__ import annotations
 
+import functools
+import os
 import struct
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import crc32c
 
@@ -59,6 +61,7 @@ __all__ = [
     "batch_crc",
     "validate_produce_batches",
     "check_timestamps",
+    "scan_timestamp_deltas",
     "RecordValidationError",
     "INVALID_TIMESTAMP_MESSAGE",
     "set_base_offset",
@@ -241,18 +244,19 @@ def _timestamps_to_check(batch: memoryview, header: BatchHeader) -> list[tuple[i
     return [(0, 0, header.base_timestamp), (last, last, header.max_timestamp)]
 
 
-def _timestamp_delta_range(data: bytes, header: BatchHeader) -> tuple[int, int] | None:
-    """The smallest and largest timestamp delta of an uncompressed batch's records (`data`: the whole
-    batch), reading only each record's length and timestamp delta; None when compressed, log append time
-    or the records do not frame within the batch. The fast path of `check_timestamps`: a batch whose
-    extremes are in range needs no record-by-record look. Runtime: O(records), a few steps each."""
-    end = header.size_bytes
-    if header.compression or header.attributes & TIMESTAMP_TYPE_BIT or end > len(data) or header.record_count <= 0:
+def scan_timestamp_deltas(data: bytes, start: int, end: int, record_count: int) -> tuple[int, int] | None:
+    """(smallest, largest) timestamp delta of the `record_count` records framed from `start` to exactly
+    `end` of `data`, reading each record's length and timestamp delta only; None when they do not frame
+    so (a length <= 0, a record past `end`, bytes missing, or the last record not ending at `end`).
+
+    The pure twin of `sharegroup._native.record_scan.scan_timestamp_deltas` (`_timestamp_scanner`
+    picks one). Runtime: O(records), a few steps each."""
+    if record_count <= 0:
         return None
-    pos = HEADER_BYTES
+    pos = start
     low = high = None
     try:
-        for _ in range(header.record_count):
+        for _ in range(record_count):
             b = data[pos]
             if b < 0x80:  # a one-byte varint, the common case, decoded inline
                 length, pos = (b >> 1) ^ -(b & 1), pos + 1
@@ -272,6 +276,35 @@ def _timestamp_delta_range(data: bytes, header: BatchHeader) -> tuple[int, int] 
     except (IndexError, ValueError):
         return None
     return (low, high) if pos == end and low is not None and high is not None else None
+
+
+@functools.lru_cache(maxsize=1)
+def _timestamp_scanner() -> Callable[[bytes, int, int, int], tuple[int, int] | None]:
+    """The twin of `scan_timestamp_deltas` this process uses: the Cython one unless
+    SHAREGROUP_PUREPYTHON=1; its absence is an error with a clear message, never a silent fallback."""
+    if os.environ.get("SHAREGROUP_PUREPYTHON") == "1":
+        return scan_timestamp_deltas
+    try:
+        from sharegroup._native.record_scan import scan_timestamp_deltas as native
+    except ImportError as exc:
+        raise ImportError(
+            "the native record scan (sharegroup._native.record_scan) is not built: run `make build` (or "
+            "`python setup.py build_ext --inplace`), or set SHAREGROUP_PUREPYTHON=1 to use the pure-Python "
+            f"twin ({exc})"
+        ) from exc
+    return native
+
+
+def _timestamp_delta_range(data: bytes, header: BatchHeader) -> tuple[int, int] | None:
+    """The smallest and largest timestamp delta of an uncompressed batch's records (`data`: the whole
+    batch), reading only each record's length and timestamp delta; None when compressed, log append time
+    or the records do not frame within the batch. The fast path of `check_timestamps`: a batch whose
+    extremes are in range needs no record-by-record look. Runtime: O(records), in C with the native
+    build (`_timestamp_scanner`)."""
+    end = header.size_bytes
+    if header.compression or header.attributes & TIMESTAMP_TYPE_BIT or end > len(data) or header.record_count <= 0:
+        return None
+    return _timestamp_scanner()(data, HEADER_BYTES, end, header.record_count)
 
 
 def check_timestamps(data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], *, now_ms: int,
