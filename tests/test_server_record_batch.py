@@ -369,12 +369,14 @@ def test_scan_timestamp_deltas_reads_each_records_delta(scan):
     data = build_record_batch([SimpleRecord(b"k", b"v" * 200, timestamp_ms=ts) for ts in stamps],
                               base_timestamp_ms=_NOW)
     header = validate_produce_batches(data, max_message_bytes=MAX)[0]
-    assert scan(data, HEADER_BYTES, header.size_bytes, header.record_count) == (-70, 10**9)
-    assert scan(data, HEADER_BYTES, header.size_bytes, header.record_count - 1) is None  # does not end at `end`
-    assert scan(data, HEADER_BYTES, header.size_bytes - 1, header.record_count) is None  # a record past `end`
-    assert scan(data[:HEADER_BYTES + 1], HEADER_BYTES, header.size_bytes, header.record_count) is None  # cut short
-    assert scan(data, HEADER_BYTES, header.size_bytes, 0) is None
-    assert scan(b"\x01" * 80 + b"\xff" * 11, 80, 91, 1) is None  # a varint longer than ten bytes
+    end, count, last = header.size_bytes, header.record_count, header.last_offset_delta
+    assert scan(data, HEADER_BYTES, end, count, last) == (-70, 10**9)
+    assert scan(data, HEADER_BYTES, end, count - 1, last) is None  # does not end at `end`
+    assert scan(data, HEADER_BYTES, end - 1, count, last) is None  # a record past `end`
+    assert scan(data[:HEADER_BYTES + 1], HEADER_BYTES, end, count, last) is None  # cut short
+    assert scan(data, HEADER_BYTES, end, count, last - 1) is None  # an offset delta past lastOffsetDelta
+    assert scan(data, HEADER_BYTES, end, 0, last) is None
+    assert scan(b"\x01" * 80 + b"\xff" * 11, 80, 91, 1, 0) is None  # a varint longer than ten bytes
 
 
 @settings(max_examples=400, deadline=None)
@@ -391,9 +393,9 @@ def test_scan_timestamp_deltas_twins_agree_on_any_bytes(deltas, tail, flip_at, f
 
     data = bytearray(build_record_batch([SimpleRecord(b"k", b"v", timestamp_ms=_NOW + d) for d in deltas],
                                         base_timestamp_ms=_NOW))
-    count = len(deltas)
+    args = (HEADER_BYTES, len(data), len(deltas), len(deltas) - 1)
     for candidate in (bytes(data), bytes(data) + tail):
-        assert native(candidate, HEADER_BYTES, len(data), count) == pure(candidate, HEADER_BYTES, len(data), count)
+        assert native(candidate, *args) == pure(candidate, *args)
     if flip_at < len(data):
         data[flip_at] = flip_to
-        assert native(bytes(data), HEADER_BYTES, len(data), count) == pure(bytes(data), HEADER_BYTES, len(data), count)
+        assert native(bytes(data), *args) == pure(bytes(data), *args)

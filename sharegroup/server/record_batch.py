@@ -244,42 +244,22 @@ def _timestamps_to_check(batch: memoryview, header: BatchHeader) -> list[tuple[i
     return [(0, 0, header.base_timestamp), (last, last, header.max_timestamp)]
 
 
-def scan_timestamp_deltas(data: bytes, start: int, end: int, record_count: int) -> tuple[int, int] | None:
+def scan_timestamp_deltas(data: bytes, start: int, end: int, record_count: int,
+                          last_offset_delta: int) -> tuple[int, int] | None:
     """(smallest, largest) timestamp delta of the `record_count` records framed from `start` to exactly
-    `end` of `data`, reading each record's length and timestamp delta only; None when they do not frame
-    so (a length <= 0, a record past `end`, bytes missing, or the last record not ending at `end`).
+    `end` of `data`; None when there are none or they do not frame so (`_record_deltas`).
 
     The pure twin of `sharegroup._native.record_scan.scan_timestamp_deltas` (`_timestamp_scanner`
     picks one). Runtime: O(records), a few steps each."""
-    if record_count <= 0:
+    deltas = _record_deltas(data, start, end, record_count, last_offset_delta) if record_count > 0 else None
+    if not deltas:
         return None
-    pos = start
-    low = high = None
-    try:
-        for _ in range(record_count):
-            b = data[pos]
-            if b < 0x80:  # a one-byte varint, the common case, decoded inline
-                length, pos = (b >> 1) ^ -(b & 1), pos + 1
-            else:
-                length, pos = _read_varint(data, pos)
-            if length <= 0 or pos + length > end:
-                return None
-            b = data[pos + 1]  # after the attributes byte
-            delta = (b >> 1) ^ -(b & 1) if b < 0x80 else _read_varint(data, pos + 1)[0]
-            if low is None:
-                low = high = delta
-            elif delta < low:
-                low = delta
-            elif delta > high:
-                high = delta
-            pos += length
-    except (IndexError, ValueError):
-        return None
-    return (low, high) if pos == end and low is not None and high is not None else None
+    stamps = [timestamp_delta for _offset_delta, timestamp_delta in deltas]
+    return min(stamps), max(stamps)
 
 
 @functools.lru_cache(maxsize=1)
-def _timestamp_scanner() -> Callable[[bytes, int, int, int], tuple[int, int] | None]:
+def _timestamp_scanner() -> Callable[[bytes, int, int, int, int], tuple[int, int] | None]:
     """The twin of `scan_timestamp_deltas` this process uses: the Cython one unless
     SHAREGROUP_PUREPYTHON=1; its absence is an error with a clear message, never a silent fallback."""
     if os.environ.get("SHAREGROUP_PUREPYTHON") == "1":
@@ -297,14 +277,14 @@ def _timestamp_scanner() -> Callable[[bytes, int, int, int], tuple[int, int] | N
 
 def _timestamp_delta_range(data: bytes, header: BatchHeader) -> tuple[int, int] | None:
     """The smallest and largest timestamp delta of an uncompressed batch's records (`data`: the whole
-    batch), reading only each record's length and timestamp delta; None when compressed, log append time
-    or the records do not frame within the batch. The fast path of `check_timestamps`: a batch whose
+    batch), reading only each record's first fields; None when compressed, log append time or the
+    records do not frame within the batch (exactly when `record_timestamps` gives None). The fast path of `check_timestamps`: a batch whose
     extremes are in range needs no record-by-record look. Runtime: O(records), in C with the native
     build (`_timestamp_scanner`)."""
     end = header.size_bytes
     if header.compression or header.attributes & TIMESTAMP_TYPE_BIT or end > len(data) or header.record_count <= 0:
         return None
-    return _timestamp_scanner()(data, HEADER_BYTES, end, header.record_count)
+    return _timestamp_scanner()(data, HEADER_BYTES, end, header.record_count, header.last_offset_delta)
 
 
 def check_timestamps(data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], *, now_ms: int,
@@ -330,7 +310,9 @@ def check_timestamps(data: bytes | bytearray | memoryview, headers: Sequence[Bat
     for header in headers:
         batch = view[pos:pos + header.size_bytes]
         pos += header.size_bytes
-        deltas = _timestamp_delta_range(bytes(batch), header)
+        # A request's one batch is read in place; a batch among several is copied out (the scan reads bytes).
+        whole = type(data) is bytes and header.size_bytes == len(data)
+        deltas = _timestamp_delta_range(data if whole else bytes(batch), header)
         if deltas is not None and (now_ms - before_max_ms <= header.base_timestamp + deltas[0]
                                    and header.base_timestamp + deltas[1] <= min(now_ms + after_max_ms, _LONG_MAX)):
             continue  # every record in range by exact arithmetic, where no Java long wraps: nothing to name
@@ -436,22 +418,39 @@ def record_timestamps(batch: bytes | bytearray | memoryview) -> list[tuple[int, 
     end = header.size_bytes
     if header.magic != MAGIC_V2 or header.compression or end > len(view) or header.record_count < 0:
         return None
-    view = view[:end]
-    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
+    deltas = _record_deltas(view[:end], HEADER_BYTES, end, header.record_count, header.last_offset_delta)
+    if deltas is None:
+        return None
+    if header.attributes & TIMESTAMP_TYPE_BIT:  # log append time: every record has the max timestamp
+        return [(offset_delta, header.max_timestamp) for offset_delta, _ in deltas]
+    return [(offset_delta, header.base_timestamp + timestamp_delta) for offset_delta, timestamp_delta in deltas]
+
+
+def _record_deltas(data, start: int, end: int, record_count: int,
+                   last_offset_delta: int) -> list[tuple[int, int]] | None:
+    """(offset delta, timestamp delta) of the `record_count` records framed from `start` to exactly `end`
+    of `data`, reading only each record's first fields (`length varint | attributes int8 |
+    timestampDelta varlong | offsetDelta varint | ...`). None when they do not frame so: a length <= 0,
+    a record past `end`, fields past their record, an offset delta outside [0, last_offset_delta], a
+    varint over ten bytes, bytes missing, or bytes left after the last record. The one record walk of
+    ListOffsets, of the timestamp check and of its pure scan twin."""
     out: list[tuple[int, int]] = []
-    pos = HEADER_BYTES
+    pos = start
     try:
-        for _ in range(header.record_count):
-            length, pos = _read_varint(view, pos)
+        for _ in range(record_count):
+            # Each varint decoded inline when it is one byte (the common case), else by `_read_varint`.
+            b = data[pos]
+            length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _read_varint(data, pos)
             record_end = pos + length
             if length <= 0 or record_end > end:
                 return None
-            timestamp_delta, p = _read_varint(view, pos + 1)  # after the attributes byte
-            offset_delta, p = _read_varint(view, p)
-            if p > record_end or not 0 <= offset_delta <= header.last_offset_delta:
+            b = data[pos + 1]  # after the attributes byte
+            timestamp_delta, p = ((b >> 1) ^ -(b & 1), pos + 2) if b < 0x80 else _read_varint(data, pos + 1)
+            b = data[p]
+            offset_delta, p = ((b >> 1) ^ -(b & 1), p + 1) if b < 0x80 else _read_varint(data, p)
+            if p > record_end or not 0 <= offset_delta <= last_offset_delta:
                 return None
-            out.append((offset_delta, header.max_timestamp if log_append_time
-                        else header.base_timestamp + timestamp_delta))
+            out.append((offset_delta, timestamp_delta))
             pos = record_end
     except (IndexError, ValueError):
         return None
