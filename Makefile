@@ -21,15 +21,23 @@ build: $(STAMP)
 demo: build
 	$(PY) -m sharegroup demo
 
+# Property tests draw new examples every run: one seed per `make` run, printed with the command so that
+# a failure can be replayed (`make test HYPOTHESIS_SEED=...`).
+HYPOTHESIS_SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider --hypothesis-seed=$(HYPOTHESIS_SEED)
+
 test-native: build
-	SHAREGROUP_REQUIRE_NATIVE=1 $(PY) -m pytest -q -p no:cacheprovider tests
+	SHAREGROUP_REQUIRE_NATIVE=1 $(PYTEST) tests
 
 test-pure: build
-	SHAREGROUP_PUREPYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests
+	SHAREGROUP_PUREPYTHON=1 $(PYTEST) tests
 
-# The twins' static contract (tests/typecheck_contracts.py): mypy fails when a twin drifts from its Protocol.
+# The twins' static contract: mypy fails when a twin drifts from its Protocol (tests/typecheck_contracts.py),
+# and stubtest when a compiled module drifts from its .pyi.
+NATIVE_MODULES := sharegroup.tracker._native persister._native_records sharegroup._native.record_scan
 typecheck: build
 	$(PY) -m mypy
+	$(PY) -m mypy.stubtest --mypy-config-file tests/stubtest_mypy.ini $(NATIVE_MODULES)
 
 # Every benchmark once, with small sizes and timing off, so the benchmarks cannot rot.
 bench-smoke: build
@@ -41,4 +49,4 @@ bench: build
 	$(PY) -m pytest -q -p no:cacheprovider bench --benchmark-enable --benchmark-columns=min,median,mean,ops --benchmark-sort=name
 
 clean:
-	rm -rf build *.egg-info sharegroup/_native/*.so persister/*.so _native/*.c
+	rm -rf build *.egg-info $$(find sharegroup persister -name "*.so") _native/*.c

@@ -1,9 +1,11 @@
-"""Build the Cython twins: `_native/*.pyx` into modules inside the `sharegroup._native` package, except
-`_native/records.pyx`, the persister's frame codec, which becomes `persister._native_records` (the
-persister may import only layer 0 of sharegroup, so its native module lives in its own package).
+"""Build the Cython twins, each into the package that owns it (SPEC §2):
+
+    _native/tracker.pyx (+ its .pxi parts)  ->  sharegroup.tracker._native
+    _native/records.pyx                     ->  persister._native_records
+    _native/record_scan.pyx                 ->  sharegroup._native.record_scan
 
 `SHAREGROUP_PUREPYTHON=1` skips the extension build (the pure twins need none). A failing native build
-is an error, never a silent fallback.
+is an error, never a silent fallback (`sharegroup._twins` is the one switch that chooses at run time).
 """
 
 import glob
@@ -11,20 +13,24 @@ import os
 
 from setuptools import Extension, setup
 
+NATIVE_MODULES = {
+    "tracker.pyx": "sharegroup.tracker._native",
+    "records.pyx": "persister._native_records",
+    "record_scan.pyx": "sharegroup._native.record_scan",
+}
+
 ext_modules = []
 if os.environ.get("SHAREGROUP_PUREPYTHON") != "1":
     from Cython.Build import cythonize
 
-    persister_sources = {os.path.join("_native", "records.pyx"): "persister._native_records"}
-    sources = sorted(set(glob.glob(os.path.join("_native", "*.pyx"))) - set(persister_sources))
+    sources = sorted(os.path.basename(path) for path in glob.glob(os.path.join("_native", "*.pyx")))
+    unmapped = sorted(set(sources) - set(NATIVE_MODULES))
+    if unmapped:
+        raise SystemExit(f"setup.py: no owner package for {unmapped}: add them to NATIVE_MODULES")
     extensions = [
-        Extension(
-            "sharegroup._native." + os.path.splitext(os.path.basename(src))[0],
-            [src],
-            extra_compile_args=["-O3"],
-        )
+        Extension(NATIVE_MODULES[src], [os.path.join("_native", src)], extra_compile_args=["-O3"])
         for src in sources
-    ] + [Extension(name, [src], extra_compile_args=["-O3"]) for src, name in sorted(persister_sources.items())]
+    ]
     ext_modules = cythonize(
         extensions,
         language_level=3,

@@ -1,5 +1,5 @@
 """The acknowledgement request parser of the Cython tracker (included by `tracker.pyx`; the pure twin is
-`sharegroup.acknowledgement_request`).
+`sharegroup.tracker._acknowledgement_request`).
 """
 
 

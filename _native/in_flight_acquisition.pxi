@@ -1,4 +1,4 @@
-"""Acquisition for the Cython tracker (included by `tracker.pyx`; the pure twin is `sharegroup.in_flight_acquisition`).
+"""Acquisition for the Cython tracker (included by `tracker.pyx`; the pure twin is `sharegroup.tracker._in_flight_acquisition`).
 
 New ranges at producer-batch granularity (holes included: natural holes fetched on their own and the
 holes of the persisted-gap window), re-acquisition of AVAILABLE cached records with poison-record

@@ -1,5 +1,5 @@
 """Entries and pending transitions of the Cython tracker (included by `tracker.pyx`; the pure twin is
-`sharegroup.in_flight_entry`). An entry is one cached range: batch-level state, or a per-offset block.
+`sharegroup.tracker._in_flight_entry`). An entry is one cached range: batch-level state, or a per-offset block.
 """
 
 

@@ -1,5 +1,5 @@
 """The invariant check of the Cython tracker (included by `tracker.pyx`; the pure twin is
-`sharegroup.in_flight_invariants`). Tests call `InFlightTracker._check()` after every step.
+`sharegroup.tracker._in_flight_invariants`). Tests call `InFlightTracker._check()` after every step.
 """
 
 

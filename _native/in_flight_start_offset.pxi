@@ -1,5 +1,5 @@
 """The start offset (SPSO) advance of the Cython tracker (included by `tracker.pyx`; the pure twin is
-`sharegroup.in_flight_start_offset`): the leading run of terminal records, the holes it may or may not
+`sharegroup.tracker._in_flight_start_offset`): the leading run of terminal records, the holes it may or may not
 skip (the persisted-gap window), and dropping wholly terminal leading entries.
 """
 

@@ -1,5 +1,5 @@
 """State transitions after acquisition for the Cython tracker (included by `tracker.pyx`; the pure twin is
-`sharegroup.in_flight_transitions`): acknowledgement, release and their completion (two-phase),
+`sharegroup.tracker._in_flight_transitions`): acknowledgement, release and their completion (two-phase),
 and lock expiry (one phase).
 """
 

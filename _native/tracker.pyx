@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The Cython twin of the in-flight tracker (`sharegroup.in_flight.InFlightTracker`).
+"""The Cython twin of the in-flight tracker (`sharegroup.tracker._in_flight.InFlightTracker`).
 
 Layer 1: no I/O, no clock, no asyncio. Same class name, constructor, methods, return values,
 exceptions, Kafka error codes and messages as the pure twin; only the representation differs:
@@ -85,7 +85,7 @@ cdef object _AcknowledgementBatch = AcknowledgementBatch
 for _cls, _nfields in ((AcquiredRecords, 3), (StateBatch, 4), (TrackerWrite, 4), (RecordView, 3)):
     if not (issubclass(_cls, tuple) and _cls.__basicsize__ == tuple.__basicsize__
             and _cls.__itemsize__ == tuple.__itemsize__ and len(getattr(_cls, "_fields", ())) == _nfields):
-        raise ImportError(f"sharegroup._native.tracker expects {_cls.__name__} to be a plain {_nfields}-field "
+        raise ImportError(f"sharegroup.tracker._native expects {_cls.__name__} to be a plain {_nfields}-field "
                           "namedtuple; rebuild the native tracker for the changed sharegroup.types")
 del _cls, _nfields
 

@@ -1,6 +1,6 @@
 """C helpers of the Cython tracker (included by `tracker.pyx`): building the returned namedtuples
 without their Python-level constructors, a word-at-a-time terminal-state count, small growable C buffers
-of runs and ranges (the pure twin's lists, `sharegroup.tracker_buffers`), and saturating int64 helpers.
+of runs and ranges (the pure twin's lists, `sharegroup.tracker._tracker_buffers`), and saturating int64 helpers.
 """
 
 

@@ -16,8 +16,9 @@ both twins import; it is re-exported here.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Protocol
+
+from sharegroup._twins import NATIVE, native_module
 
 from .frame_rows import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, KeyTable
 
@@ -33,7 +34,6 @@ __all__ = [
     "pure_frame_codec",
 ]
 
-NATIVE = os.environ.get("SHAREGROUP_PUREPYTHON") != "1"
 
 class FrameCodec(Protocol):
     """The contract of both twins (see `persister.frame_codec_pure` for the row layout)."""
@@ -53,15 +53,7 @@ def pure_frame_codec() -> FrameCodec:
 
 def native_frame_codec() -> FrameCodec:
     """The Cython twin; raises ImportError with a clear message when the extension is not built."""
-    try:
-        from . import _native_records  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise ImportError(
-            "the native record codec (persister._native_records) is not built: run `make build` (or "
-            "`python setup.py build_ext --inplace`), or set SHAREGROUP_PUREPYTHON=1 to use the "
-            f"pure-Python twin ({exc})"
-        ) from exc
-    return _native_records  # type: ignore[return-value]
+    return native_module("persister._native_records")  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=1)

@@ -19,7 +19,7 @@ def pytest_sessionstart(session):
         pytest.exit("SHAREGROUP_REQUIRE_NATIVE=1 but the pure-Python tracker was selected", returncode=3)
     if REQUIRE_NATIVE:
         cls = tracker_module.InFlightTracker
-        if cls.__module__ != "sharegroup._native.tracker":
+        if cls.__module__ != "sharegroup.tracker._native":
             pytest.exit(f"native tracker required, got {cls.__module__}", returncode=3)
 
 

@@ -104,11 +104,15 @@ def test_magic_other_than_2_is_invalid_record(magic):
     refused(bytes(data), Errors.INVALID_RECORD)
 
 
-@pytest.mark.parametrize("delta", [1, -1, 1000])
-def test_lying_batch_length_is_corrupt_message(delta):
+@pytest.mark.parametrize("delta,padded", [(1, False), (1000, False), (-1, False), (1, True), (1000, True)])
+def test_lying_batch_length_is_corrupt_message(delta, padded):
+    """A length that claims more bytes than arrived, or fewer than the batch has (bytes left over), or
+    more with the missing bytes padded in, so that the frame is whole but the CRC no longer covers what
+    the producer signed: CORRUPT_MESSAGE every time."""
     data = bytearray(batch())
     struct.pack_into(">i", data, 8, len(data) - 12 + delta)
-    refused(bytes(data) + (b"\x00" * 0 if delta > 0 else b""), Errors.CORRUPT_MESSAGE)
+    padding = b"\x00" * delta if padded else b""
+    refused(bytes(data) + padding, Errors.CORRUPT_MESSAGE)
 
 
 def test_length_below_the_header_and_truncated_input_are_corrupt_message():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -214,11 +214,11 @@ class TrackerMachine(RuleBasedStateMachine):
 
 
 # 500 examples so that well over 300 of them run the full 50 steps (some end early on shrink-friendly draws).
+# New random examples every run, health checks on: `make test` passes a rotating `--hypothesis-seed` and
+# prints it, so a failure in CI can be replayed with the same seed.
 TrackerMachine.TestCase.settings = settings(
     max_examples=int(os.environ.get("SHAREGROUP_DIFF_EXAMPLES", "500")),
     stateful_step_count=50,
-    derandomize=True,
     deadline=None,
-    suppress_health_check=list(HealthCheck),
 )
 test_tracker_differential = TrackerMachine.TestCase

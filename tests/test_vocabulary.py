@@ -19,9 +19,9 @@ def test_record_state_and_acknowledge_type_ids_are_kafkas():
 
 
 def test_pure_twin_record_states_equal_the_python_enum():
-    from sharegroup import in_flight
+    from sharegroup.tracker import _in_flight_entry as entry
 
-    assert (in_flight.AVAILABLE, in_flight.ACQUIRED, in_flight.ACKNOWLEDGED, in_flight.ARCHIVED) == tuple(RecordState)
+    assert (entry.AVAILABLE, entry.ACQUIRED, entry.ACKNOWLEDGED, entry.ARCHIVED) == tuple(RecordState)
 
 
 def _native_tracker_module():
@@ -31,7 +31,7 @@ def _native_tracker_module():
     if not tracker.NATIVE:
         pytest.skip("pure-Python pass (SHAREGROUP_PUREPYTHON=1): the native tracker module is not loaded, "
                     "so its compiled constants are checked in the native pass")
-    from sharegroup._native import tracker as native
+    from sharegroup.tracker import _native as native
 
     return native
 

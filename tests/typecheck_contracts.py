@@ -7,8 +7,8 @@ left, so a twin whose signature drifts from the contract fails `make typecheck` 
 from __future__ import annotations
 
 from persister import InMemoryPersister, LocalPersister
-from sharegroup._native.tracker import InFlightTracker as NativeTracker
-from sharegroup.in_flight import InFlightTracker as PureTracker
+from sharegroup.tracker._in_flight import InFlightTracker as PureTracker
+from sharegroup.tracker._native import InFlightTracker as NativeTracker
 from sharegroup.logs import PartitionLogs
 from sharegroup.memory_logs import InMemoryPartitionLogs
 from sharegroup.persistence import Persister

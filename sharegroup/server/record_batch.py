@@ -40,12 +40,12 @@ Error codes on produce, as Kafka's broker answers them (its `ProduceRequest.vali
 from __future__ import annotations
 
 import functools
-import os
 import struct
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 import crc32c
 
+from sharegroup._twins import twin
 from sharegroup.errors import Errors, ShareError
 
 __all__ = [
@@ -260,19 +260,9 @@ def scan_timestamp_deltas(data: bytes, start: int, end: int, record_count: int,
 
 @functools.lru_cache(maxsize=1)
 def _timestamp_scanner() -> Callable[[bytes, int, int, int, int], tuple[int, int] | None]:
-    """The twin of `scan_timestamp_deltas` this process uses: the Cython one unless
-    SHAREGROUP_PUREPYTHON=1; its absence is an error with a clear message, never a silent fallback."""
-    if os.environ.get("SHAREGROUP_PUREPYTHON") == "1":
-        return scan_timestamp_deltas
-    try:
-        from sharegroup._native.record_scan import scan_timestamp_deltas as native
-    except ImportError as exc:
-        raise ImportError(
-            "the native record scan (sharegroup._native.record_scan) is not built: run `make build` (or "
-            "`python setup.py build_ext --inplace`), or set SHAREGROUP_PUREPYTHON=1 to use the pure-Python "
-            f"twin ({exc})"
-        ) from exc
-    return native
+    """The twin of `scan_timestamp_deltas` this process uses (`sharegroup._twins`: the Cython one unless
+    SHAREGROUP_PUREPYTHON=1; its absence is an error with a clear message, never a silent fallback)."""
+    return twin("sharegroup._native.record_scan", __name__).scan_timestamp_deltas
 
 
 def _timestamp_delta_range(data: bytes, header: BatchHeader) -> tuple[int, int] | None:

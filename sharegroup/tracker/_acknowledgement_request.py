@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .errors import Errors, ShareError
-from .types import AcknowledgeType
+from ..errors import Errors, ShareError
+from ..types import AcknowledgeType
 
 _ACKNOWLEDGE_TYPE_IDS = frozenset(int(t) for t in AcknowledgeType)
 

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from .acknowledgement_request import parse_acknowledgement_request
-from .errors import Errors, ShareError
-from .in_flight_entry import ACQUIRED, ARCHIVED, AVAILABLE, IN_TRANSITION, RENEW
-from .in_flight_start_offset import _advance
-from .tracker_buffers import add_range, add_run
-from .types import RecordState, StateBatch, TrackerWrite
+from ._acknowledgement_request import parse_acknowledgement_request
+from ..errors import Errors, ShareError
+from ._in_flight_entry import ACQUIRED, ARCHIVED, AVAILABLE, IN_TRANSITION, RENEW
+from ._in_flight_start_offset import _advance
+from ._tracker_buffers import add_range, add_run
+from ..types import RecordState, StateBatch, TrackerWrite
+from ._tracker_state import TrackerState
 
-if TYPE_CHECKING:
-    from .in_flight import InFlightTracker
 
 
 def _not_acquired_message(offset: int, state: int, flags: int, member: int, owner: int) -> str:
@@ -28,7 +27,7 @@ def _not_acquired_message(offset: int, state: int, flags: int, member: int, owne
     return f"offset {offset} is acquired by another member"
 
 
-def _begin_acknowledge(self: InFlightTracker, member_id: str, batches: Sequence[Sequence], now_ms: int) -> TrackerWrite:
+def _begin_acknowledge(self: TrackerState, member_id: str, batches: Sequence[Sequence], now_ms: int) -> TrackerWrite:
     """`InFlightTracker.begin_acknowledge` (see its docstring)."""
     owner = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
     plan = parse_acknowledgement_request(batches)
@@ -119,7 +118,7 @@ def _begin_acknowledge(self: InFlightTracker, member_id: str, batches: Sequence[
     return self._pending(owner, ranges, writes)
 
 
-def _begin_release(self: InFlightTracker, member_id: str, now_ms: int) -> TrackerWrite:
+def _begin_release(self: TrackerState, member_id: str, now_ms: int) -> TrackerWrite:
     """`InFlightTracker.begin_release` (see its docstring)."""
     owner = self._member_index.get(member_id, -1) if isinstance(member_id, str) and member_id else -1
     ranges: list[tuple[int, int]] = []
@@ -151,7 +150,7 @@ def _begin_release(self: InFlightTracker, member_id: str, now_ms: int) -> Tracke
     return self._pending(owner, ranges, [StateBatch(r[0], r[1], r[2], r[3]) for r in out])
 
 
-def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms: int) -> None:
+def _complete(self: TrackerState, transition_id: int, committed: bool, now_ms: int) -> None:
     """`InFlightTracker.complete` (see its docstring)."""
     t = self._transitions.pop(transition_id, None)
     if t is None:
@@ -212,7 +211,7 @@ def _complete(self: InFlightTracker, transition_id: int, committed: bool, now_ms
     _advance(self)
 
 
-def _expire_locks(self: InFlightTracker, now_ms: int) -> tuple[int, TrackerWrite]:
+def _expire_locks(self: TrackerState, now_ms: int) -> tuple[int, TrackerWrite]:
     """`InFlightTracker.expire_locks` (see its docstring)."""
     heap = self._heap
     limit = self._limit

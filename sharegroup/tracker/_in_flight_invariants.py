@@ -4,16 +4,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-from .in_flight_entry import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, entry_done, terminal
-from .in_flight_start_offset import _scan_start
-
-if TYPE_CHECKING:
-    from .in_flight import InFlightTracker
+from ._in_flight_entry import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, entry_done, terminal
+from ._in_flight_start_offset import _scan_start
+from ._tracker_state import TrackerState
 
 
-def _check_invariants(self: InFlightTracker) -> None:
+
+def _check_invariants(self: TrackerState) -> None:
     """`InFlightTracker._check` (see its docstring)."""
     assert 0 <= self._spso <= self._speo, (self._spso, self._speo)
     if self._gap_end >= 0:

@@ -9,19 +9,18 @@ throttling, and the read_committed cut of aborted transactions. Layer 1.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from .errors import Errors, ShareError
-from .in_flight_entry import ACQUIRED, AVAILABLE, MAX_DELIVERY_COUNT, _Entry
-from .in_flight_start_offset import _advance
-from .tracker_buffers import add_acquired_run
-from .types import AcquiredRecords
-
-if TYPE_CHECKING:
-    from .in_flight import InFlightTracker
+from ..errors import Errors, ShareError
+from ._in_flight_entry import ACQUIRED, AVAILABLE, MAX_DELIVERY_COUNT, _Entry
+from ._in_flight_start_offset import _advance
+from ._tracker_buffers import add_acquired_run
+from ..types import AcquiredRecords
+from ._tracker_state import TrackerState
 
 
-def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence], max_records: int, now_ms: int,
+
+def _acquire(self: TrackerState, member_id: str, fetched: Sequence[Sequence], max_records: int, now_ms: int,
              fetch_offset: int, batch_size: int, aborted_transactions: Sequence[Sequence[int]],
              read_committed: bool) -> list[AcquiredRecords]:
     """`InFlightTracker.acquire` (see its docstring)."""
@@ -125,7 +124,7 @@ def _acquire(self: InFlightTracker, member_id: str, fetched: Sequence[Sequence],
     return [AcquiredRecords(r[0], r[1], r[2]) for r in runs]
 
 
-def _acquire_offsets(self: InFlightTracker, e: _Entry, a: int, b: int, owner: int, deadline: int, runs: list,
+def _acquire_offsets(self: TrackerState, e: _Entry, a: int, b: int, owner: int, deadline: int, runs: list,
                      acquired: int, max_records: int) -> tuple[int, bool]:
     """Acquire the AVAILABLE offsets of split entry `e` in [a, b]; returns (count, stop)."""
     offset_states, offset_flags, offset_delivery_counts = e.offset_states, e.offset_flags, e.offset_delivery_counts
@@ -172,7 +171,7 @@ def _acquire_offsets(self: InFlightTracker, e: _Entry, a: int, b: int, owner: in
     return got, stop
 
 
-def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset: int, to_offset: int, owner: int,
+def _acquire_new(self: TrackerState, fetched: Sequence[Sequence], from_offset: int, to_offset: int, owner: int,
                  deadline: int,
                  runs: list, budget: int, batch_size: int) -> int:
     """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
@@ -241,7 +240,7 @@ def _acquire_new(self: InFlightTracker, fetched: Sequence[Sequence], from_offset
     return acquired
 
 
-def _archive_aborted(self: InFlightTracker, fetched: Sequence[Sequence], aborted: Sequence[Sequence[int]],
+def _archive_aborted(self: TrackerState, fetched: Sequence[Sequence], aborted: Sequence[Sequence[int]],
                      runs: list) -> None:
     """read_committed: archive just-acquired records of aborted transactions and control batches,
     and cut them out of the acquired runs."""

@@ -12,14 +12,13 @@ deadlines sit in a heap of (deadline_ms, entry first offset), so expiry visits o
 running count of terminal records keeps the delivery-complete count (sent with every write) off the
 window: no operation but `state_batches`, `begin_release` and `_check` walks all entries.
 
-Modules (each mirrored by a file of the Cython twin, `_native/`):
-`in_flight` (this class; `tracker.pyx`), `in_flight_entry` (state ids, one entry; `in_flight_entry.pxi`),
-`in_flight_acquisition` (`in_flight_acquisition.pxi`), `in_flight_transitions` (acknowledgement, release,
-completion, lock expiry; `in_flight_transitions.pxi`), `acknowledgement_request` (the request parser;
-`acknowledgement_request.pxi`), `in_flight_start_offset` (the SPSO advance; `in_flight_start_offset.pxi`),
-`in_flight_invariants` (`_check`; `in_flight_invariants.pxi`) and `tracker_buffers` (run builders;
-`tracker_buffers.pxi`, which also holds the C helpers). The lock heap of the Cython twin (`lock_heap.pxi`)
-is `heapq` here.
+Modules of `sharegroup.tracker` (each private module `_X.py` mirrors `_native/X.pxi` of the Cython twin):
+`_in_flight` (this class; `tracker.pyx`), `_in_flight_entry` (state ids, one entry),
+`_in_flight_acquisition`, `_in_flight_transitions` (acknowledgement, release, completion, lock expiry),
+`_acknowledgement_request` (the request parser), `_in_flight_start_offset` (the SPSO advance),
+`_in_flight_invariants` (`_check`) and `_tracker_buffers` (run builders; the `.pxi` also holds the C
+helpers). `_tracker_state` is the Protocol the part modules are typed against (no `.pxi`: in Cython the
+parts see the cdef class itself). The lock heap of the Cython twin (`lock_heap.pxi`) is `heapq` here.
 """
 
 from __future__ import annotations
@@ -28,15 +27,15 @@ import heapq
 from bisect import bisect_right
 from typing import Iterable, Sequence
 
-from .errors import Errors, ShareError
-from .in_flight_acquisition import _acquire
-from .in_flight_entry import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, MAX_DELIVERY_COUNT, RELEASE,
+from ..errors import Errors, ShareError
+from ._in_flight_acquisition import _acquire
+from ._in_flight_entry import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, MAX_DELIVERY_COUNT, RELEASE,
                               _Entry, terminal)
-from .in_flight_invariants import _check_invariants
-from .in_flight_start_offset import _advance, _scan_start
-from .in_flight_transitions import _begin_acknowledge, _begin_release, _complete, _expire_locks
-from .tracker_buffers import add_run
-from .types import AcquiredRecords, RecordState, RecordView, StateBatch, TrackerWrite
+from ._in_flight_invariants import _check_invariants
+from ._in_flight_start_offset import _advance, _scan_start
+from ._in_flight_transitions import _begin_acknowledge, _begin_release, _complete, _expire_locks
+from ._tracker_buffers import add_run
+from ..types import AcquiredRecords, RecordState, RecordView, StateBatch, TrackerWrite
 
 __all__ = ["InFlightTracker"]
 

@@ -1,15 +1,17 @@
-"""Selects the in-flight tracker twin and states the contract both implement.
+"""The in-flight tracker (layer 1): the contract both twins implement, and the twin this process uses.
 
-`SHAREGROUP_PUREPYTHON=1` selects the pure-Python twin (`sharegroup.in_flight`); otherwise the Cython
-build (`sharegroup._native.tracker`) is required and its absence is an error, never a silent fallback.
+The Cython twin `sharegroup.tracker._native` (built from `_native/tracker.pyx` and its `.pxi` parts) and
+the pure-Python twin (`_in_flight` and its private parts, one per `.pxi`) implement one behaviour.
+`sharegroup._twins` chooses: `SHAREGROUP_PUREPYTHON=1` selects the pure twin, otherwise the native
+build is required and its absence is an error, never a silent fallback.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Protocol, Sequence
 
-from .types import AcquiredRecords, RecordView, StateBatch, TrackerWrite
+from .._twins import NATIVE, native_module
+from ..types import AcquiredRecords, RecordView, StateBatch, TrackerWrite
 
 __all__ = ["InFlightTracker", "InFlightTrackerProtocol", "NATIVE", "pure_tracker_class", "native_tracker_class"]
 
@@ -45,24 +47,16 @@ class InFlightTrackerProtocol(Protocol):
     def _check(self) -> None: ...
 
 
-def pure_tracker_class():
-    from .in_flight import InFlightTracker as cls
+def pure_tracker_class() -> type:
+    """The pure-Python twin (`sharegroup.tracker._in_flight`)."""
+    from ._in_flight import InFlightTracker as cls
 
     return cls
 
 
-def native_tracker_class():
-    """The Cython twin; raises ImportError with a clear message when the extension is not built."""
-    try:
-        from ._native.tracker import InFlightTracker as cls
-    except ImportError as exc:
-        raise ImportError(
-            "the native in-flight tracker (sharegroup._native.tracker) is not built: run `make build` "
-            "(or `python setup.py build_ext --inplace`), or set SHAREGROUP_PUREPYTHON=1 to use the "
-            f"pure-Python twin ({exc})"
-        ) from exc
-    return cls
+def native_tracker_class() -> type:
+    """The Cython twin (`sharegroup.tracker._native`); ImportError with a clear message when not built."""
+    return native_module("sharegroup.tracker._native").InFlightTracker
 
 
-NATIVE = os.environ.get("SHAREGROUP_PUREPYTHON") != "1"
 InFlightTracker = native_tracker_class() if NATIVE else pure_tracker_class()

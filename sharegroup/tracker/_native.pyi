@@ -1,9 +1,9 @@
 """Type stub of the Cython twin (`_native/tracker.pyx`): it claims `sharegroup.tracker.InFlightTrackerProtocol`.
 
-The pure twin `sharegroup.in_flight.InFlightTracker` has the same names, signatures and behaviour.
+The pure twin `sharegroup.tracker._in_flight.InFlightTracker` has the same names, signatures and behaviour.
 """
 
-from typing import Sequence
+from typing import Sequence, final
 
 from sharegroup.tracker import InFlightTrackerProtocol
 from sharegroup.types import AcquiredRecords, RecordView, StateBatch, TrackerWrite
@@ -16,6 +16,7 @@ def record_state_ids() -> tuple[int, int, int, int]:
 def acknowledge_type_ids() -> tuple[int, int, int, int, int]:
     """The acknowledge type ids compiled into the module, in `AcknowledgeType` order."""
 
+@final
 class InFlightTracker(InFlightTrackerProtocol):
     """In-flight records of one share-partition: acquisition, acknowledgement, locks, SPSO/SPEO.
 

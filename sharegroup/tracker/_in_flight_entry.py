@@ -8,7 +8,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from .types import AcknowledgeType, RecordState
+from ..types import AcknowledgeType, RecordState
 
 # Plain ints of the layer-0 vocabulary: they index bytearrays and compare fast in the hot loops.
 AVAILABLE = int(RecordState.AVAILABLE)

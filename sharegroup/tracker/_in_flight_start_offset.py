@@ -5,15 +5,13 @@ skip (the persisted-gap window), and dropping wholly terminal leading entries. L
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-from .in_flight_entry import ACKNOWLEDGED, ARCHIVED, entry_done, terminal
-
-if TYPE_CHECKING:
-    from .in_flight import InFlightTracker
+from ._in_flight_entry import ACKNOWLEDGED, ARCHIVED, entry_done, terminal
+from ._tracker_state import TrackerState
 
 
-def _scan_start(self: InFlightTracker, allowed: list[tuple[int, int]] | None) -> int:
+
+def _scan_start(self: TrackerState, allowed: list[tuple[int, int]] | None) -> int:
     """Where the SPSO lands after the leading run of terminal records (natural gaps skipped).
 
     Records awaiting a write stop the run, except those inside `allowed` (the ranges of the
@@ -68,7 +66,7 @@ def _scan_start(self: InFlightTracker, allowed: list[tuple[int, int]] | None) ->
             return hole
     return max(pos, self._speo)
 
-def _blocking_hole(self: InFlightTracker, pos: int, end: int) -> int:
+def _blocking_hole(self: TrackerState, pos: int, end: int) -> int:
     """Where the SPSO must stop inside the hole [pos, end), or -1 when it may skip the hole.
 
     Natural gaps are skipped. While the persisted-gap window is open, the SPSO stops at a leading
@@ -83,7 +81,7 @@ def _blocking_hole(self: InFlightTracker, pos: int, end: int) -> int:
         return max(pos, self._gap_start)
     return -1
 
-def _advance(self: InFlightTracker) -> None:
+def _advance(self: TrackerState) -> None:
     """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
     _close_gap_window_when_done(self)
     start = _scan_start(self, None)
@@ -105,7 +103,7 @@ def _advance(self: InFlightTracker) -> None:
             self._heap.clear()
     _close_gap_window_when_done(self)
 
-def _close_gap_window_when_done(self: InFlightTracker) -> None:
+def _close_gap_window_when_done(self: TrackerState) -> None:
     """Close the persisted-gap window once the SPEO moved past the last persisted batch (or the SPSO
     reached it); the holes left then are natural gaps."""
     if self._gap_end >= 0 and (self._speo != self._gap_end or self._spso >= self._gap_end):
