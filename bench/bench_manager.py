@@ -26,8 +26,8 @@ from sharegroup import partition as partition_module
 from sharegroup.clock import ManualClock
 from sharegroup.config import BrokerConfig, ShareGroupConfig
 from sharegroup.manager import SharePartitionManager
-from sharegroup.memory_logs import InMemoryPartitionLogs
-from sharegroup.partition import SharePartition
+from sharegroup.topics.memory_logs import InMemoryPartitionLogs
+from sharegroup.manager.share_partition import SharePartition
 from sharegroup.share_messages import FetchPartition, FetchTopic, ShareFetchRequest
 from sharegroup.types import AcknowledgementBatch
 

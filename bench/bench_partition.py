@@ -19,10 +19,10 @@ import uuid
 
 import pytest
 
-import sharegroup.partition as partition_module
+import sharegroup.manager.share_partition as partition_module
 from persister import InMemoryPersister
 from sharegroup import AcknowledgementBatch, FetchedBatch, ManualClock, ShareGroupConfig
-from sharegroup.partition import SharePartition
+from sharegroup.manager.share_partition import SharePartition
 
 BATCH = 500
 LOCK_MS = 30_000

@@ -272,7 +272,7 @@ def test_memory_per_whole_batch_entry_is_at_most_200_bytes(twin):
 @pytest.mark.benchmark(group="SharePartition: acquire + async acknowledge through InMemoryPersister")
 def test_share_partition_cycle(benchmark):
     from persister import InMemoryPersister
-    from sharegroup.partition import SharePartition
+    from sharegroup.manager.share_partition import SharePartition
 
     topic = uuid.UUID(int=1)
     clock = ManualClock(0)

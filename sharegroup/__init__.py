@@ -89,7 +89,7 @@ def __getattr__(name):  # lazy: importing the vocabulary must not require the na
 
         return InFlightTracker
     if name == "SharePartition":
-        from .partition import SharePartition
+        from .manager.share_partition import SharePartition
 
         return SharePartition
     if name in _LAZY_LAYER0:  # the embedding API's vocabulary, loaded on first use

@@ -30,9 +30,9 @@ from .demo_workload import (
     TOPIC_NAME,
     Workload,
 )
-from .memory_logs import InMemoryPartitionLogs
+from .topics.memory_logs import InMemoryPartitionLogs
 from .metrics import SharePartitionMetrics
-from .partition import SharePartition
+from .manager.share_partition import SharePartition
 from .persistence import Persister
 from .progress_bar import ProgressBar
 from .simulation import Phase, VirtualTime

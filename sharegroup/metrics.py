@@ -2,7 +2,7 @@
 lock expiries, archived records by reason and in-flight records, the SharePartitionManager's
 request metrics under Kafka's share metric names (`ShareManagerMetrics`), and a metrics endpoint.
 
-The leader itself (`sharegroup.partition`, layer 3) never imports prometheus_client: the edges that
+The leader itself (`sharegroup.manager.share_partition`, layer 3) never imports prometheus_client: the edges that
 drive it (the demo today, the broker later) count what they asked for and what came back through a
 `SharePartitionMetrics`, one per share-partition. As in `persister.metrics`, the metric families are
 created once per `CollectorRegistry`, so two drivers in one process share them without a

@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from .clock import ManualClock
 from .config import ShareGroupConfig
-from .partition import SharePartition
+from .manager.share_partition import SharePartition
 from .persistence import Persister
 from .tracker import NATIVE
 from .types import AcknowledgementBatch, AcknowledgeType, AcquiredRecords, FetchedBatch, PartitionState, RecordState

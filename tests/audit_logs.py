@@ -557,7 +557,7 @@ async def leader_history(
 async def share_partition_history(log_dir: str, seed: int, *, partitions: int = 3, rounds: int = 120) -> None:
     """Share consumers driving real SharePartitions over a LocalPersister: accept, release, reject, and
     crash so that locks expire; the state log a broker would write."""
-    from sharegroup.partition import SharePartition
+    from sharegroup.manager.share_partition import SharePartition
 
     rng = random.Random(seed)
     clock = ManualClock(0)

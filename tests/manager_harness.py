@@ -12,7 +12,7 @@ from persister import InMemoryPersister
 from sharegroup.clock import ManualClock
 from sharegroup.config import BrokerConfig, ShareGroupConfig
 from sharegroup.manager import SharePartitionManager
-from sharegroup.memory_logs import InMemoryPartitionLogs
+from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.share_messages import (
     AcknowledgePartition,
     AcknowledgeTopic,

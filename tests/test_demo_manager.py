@@ -11,7 +11,7 @@ from persister import InMemoryPersister
 from sharegroup.clock import ManualClock
 from sharegroup.config import ShareGroupConfig
 from sharegroup.demo_manager import DemoGroupConfigs, SimulatedShareManager
-from sharegroup.memory_logs import InMemoryPartitionLogs
+from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.share_messages import FetchPartition, FetchTopic, ShareFetchRequest
 from sharegroup.simulation import Phase, VirtualTime
 from sharegroup.types import AcquiredRecords

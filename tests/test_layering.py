@@ -65,7 +65,7 @@ MANAGER = sorted((ROOT / "sharegroup" / "manager").glob("*.py"))
 
 
 def test_services_reach_durability_only_through_the_protocol():
-    services = [ROOT / "sharegroup" / "partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
+    services = [ROOT / "sharegroup" / "manager" / "share_partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
                 *MANAGER]
     for path in services:
         for name in imports_of(path):
@@ -94,7 +94,7 @@ def test_persister_depends_on_layer_0_only():
 
 def test_the_manager_imports_only_vocabulary_the_core_and_services_never_an_edge():
     assert MANAGER, "the sharegroup.manager package exists"
-    allowed = LAYER0 | LAYER1 | {"partition", "manager"}
+    allowed = LAYER0 | LAYER1 | {"manager"}
     for path in MANAGER:
         for name in imports_of(path):
             sub = sharegroup_module(name)
@@ -112,7 +112,7 @@ def _is_edge(sub: str) -> bool:
 
 def test_services_never_import_an_edge():
     """Layer 3 (SharePartition, the manager, the group coordinator) never imports layer 4."""
-    services = [ROOT / "sharegroup" / "partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
+    services = [ROOT / "sharegroup" / "manager" / "share_partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
                 *MANAGER]
     for path in services:
         for name in imports_of(path):

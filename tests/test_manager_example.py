@@ -15,7 +15,7 @@ def test_readme_embedding_example_runs():
         ShareFetchRequest,
         SharePartitionManager,
     )
-    from sharegroup.memory_logs import InMemoryPartitionLogs
+    from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 
     async def main():
         topic = uuid.uuid4()

@@ -8,7 +8,7 @@ import pytest
 
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogBatch, PartitionLogs
-from sharegroup.memory_logs import InMemoryPartitionLogs
+from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.types import AbortedTransaction, FetchedBatch
 
 TOPIC = uuid.UUID(int=7)

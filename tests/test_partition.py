@@ -14,7 +14,7 @@ from sharegroup import AcquiredRecords as Acq
 from sharegroup import Errors, ManualClock, PartitionState, RecordState, RecordView, ShareError, ShareGroupConfig
 from sharegroup import FetchedBatch as FB
 from sharegroup import StateBatch as SB
-from sharegroup.partition import SharePartition, SharePartitionStatus
+from sharegroup.manager.share_partition import SharePartition, SharePartitionStatus
 
 from .conftest import run
 

@@ -18,7 +18,7 @@ import pytest
 
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import PartitionLogs
-from sharegroup.memory_logs import InMemoryPartitionLogs
+from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.server.log_config import LogConfig
 from sharegroup.server.segment_files import list_segment_bases
 from sharegroup.server.topic_store import TopicStore

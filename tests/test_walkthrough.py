@@ -13,7 +13,7 @@ from sharegroup import AcquiredRecords as Acq
 from sharegroup import ManualClock, PartitionState, RecordState
 from sharegroup import StateBatch as SB
 from sharegroup import walkthrough as walkthrough_module
-from sharegroup.partition import SharePartition
+from sharegroup.manager.share_partition import SharePartition
 from sharegroup.walkthrough import GROUP, TOPIC, walkthrough
 
 

@@ -10,7 +10,7 @@ from persister import InMemoryPersister, LocalPersister
 from sharegroup.tracker._in_flight import InFlightTracker as PureTracker
 from sharegroup.tracker._native import InFlightTracker as NativeTracker
 from sharegroup.logs import PartitionLogs
-from sharegroup.memory_logs import InMemoryPartitionLogs
+from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.persistence import Persister
 from sharegroup.server.topic_store import TopicStore
 from sharegroup.tracker import InFlightTrackerProtocol

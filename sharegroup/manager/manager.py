@@ -32,7 +32,7 @@ from ..clock import Clock, SystemClock
 from ..config import BrokerConfig, ShareGroupConfig
 from ..errors import Errors, ShareError
 from ..logs import LogBatch, LogRead, PartitionLogs
-from ..partition import SharePartitionStatus
+from .share_partition import SharePartitionStatus
 from ..persistence import Persister
 from ..share_messages import (
     FINAL_EPOCH,

@@ -17,7 +17,7 @@ from ..clock import Clock
 from ..config import ShareGroupConfig
 from ..errors import Errors, ShareError
 from ..logs import PartitionLogs
-from ..partition import SharePartition, SharePartitionStatus
+from .share_partition import SharePartition, SharePartitionStatus
 from ..persistence import Persister
 
 __all__ = ["DROPPING_ERRORS", "SharePartitionCache", "SharePartitionEntry", "log_error"]

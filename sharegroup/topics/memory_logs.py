@@ -60,10 +60,6 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         return min(self._open_txn_first.values(), default=self._end)
 
-    @property
-    def batch_count(self) -> int:
-        return len(self._batches)
-
     def append(self, record_count: int, timestamp_ms: int, *, producer_id: int = -1,
                is_transactional: bool = False, size_bytes: int | None = None, records: object = None) -> LogBatch:
         """Append one producer batch of `record_count` records; returns its stored form."""
@@ -163,10 +159,6 @@ class InMemoryPartitionLogs:
             raise ShareError(Errors.INVALID_REQUEST, f"partition {topic_id}-{partition} exists already")
         log = self._logs[key] = PartitionLog(log_start_offset)
         return log
-
-    def delete_partition(self, topic_id: uuid.UUID, partition: int) -> None:
-        self._log(topic_id, partition)
-        del self._logs[(topic_id, partition)]
 
     def log(self, topic_id: uuid.UUID, partition: int) -> PartitionLog:
         return self._log(topic_id, partition)

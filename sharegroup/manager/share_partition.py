@@ -17,12 +17,12 @@ import logging
 import uuid
 from typing import Callable, Sequence
 
-from .clock import Clock, SystemClock
-from .config import ShareGroupConfig
-from .errors import Errors, ShareError
-from .persistence import Persister
-from .tracker import InFlightTracker
-from .types import (
+from ..clock import Clock, SystemClock
+from ..config import ShareGroupConfig
+from ..errors import Errors, ShareError
+from ..persistence import Persister
+from ..tracker import InFlightTracker
+from ..types import (
     AbortedTransaction,
     AcknowledgementBatch,
     AcquiredRecords,
