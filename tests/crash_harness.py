@@ -69,7 +69,10 @@ async def child_main(log_dir: str, seed: int, partitions: int) -> None:
         while True:
             batch = StateBatch(seq, seq + rng.randint(0, 3), rng.choice((0, 1, 2, 4)), rng.randint(1, 5))
             batches = [batch]
+            # Flushed before the write is awaited: a kill right after the write became durable must still
+            # leave the parent knowing what was in flight (an unflushed WRITE line would be lost with it).
             out.write(f"WRITE {part} {seq} {' '.join(map(str, batch))}\n")
+            out.flush()
             await p.write_state(
                 GROUP,
                 TOPIC,
