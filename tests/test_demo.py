@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from persister import LocalPersister
 from persister.log import segment_file_name
-from sharegroup.demo import (
+from sharegroup.demo.simulated.demo import (
     DATA_DIR_MARKER,
     RECORDS_PER_CHECKPOINT,
     ConsumerBehaviour,
@@ -52,7 +52,7 @@ def counted_wall_clock(monkeypatch):
     """The run's wall clock made deterministic: every reading is 1 ms later than the one before, so a
     run cut short by its duration stops at the same point of the (seeded) simulation on any machine,
     however busy (a real 0.05 s could pass before anything was in flight, or just as all was done)."""
-    import sharegroup.demo_run as demo_run
+    import sharegroup.demo.simulated.run as demo_run
 
     readings = iter(range(10**9))
     monkeypatch.setattr(demo_run, "time", types.SimpleNamespace(monotonic=lambda: next(readings) / 1000))

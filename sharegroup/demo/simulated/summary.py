@@ -11,7 +11,7 @@ import enum
 import uuid
 from typing import NamedTuple
 
-from .types import StateBatch
+from ...types import StateBatch
 
 __all__ = ["DemoSummary", "LeaderState", "Outcome"]
 

@@ -14,7 +14,7 @@ import enum
 import random
 import uuid
 
-from .types import AcknowledgeType
+from ...types import AcknowledgeType
 
 __all__ = ["ConsumerBehaviour", "RecordKind", "Workload", "rate_threshold", "stable_hash64"]
 

@@ -16,19 +16,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, NamedTuple
 
-from .demo_workload import (
-    FETCH_MAX_WAIT_MS,
-    GROUP_ID,
-    MAX_POLL_RECORDS,
-    POLL_OVERHEAD_MS,
-    RECORD_PROCESSING_US,
-    RECORD_SIZE_BYTES,
-    RESTART_DELAY_MS,
-    TOPIC_NAME,
-)
-from .errors import Errors, ShareError
-from .manager import next_epoch
-from .share_messages import (
+from ...errors import Errors, ShareError
+from ...manager import next_epoch
+from ...share_messages import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     AcknowledgePartition,
@@ -39,11 +29,21 @@ from .share_messages import (
     ShareAcknowledgeRequest,
     ShareFetchRequest,
 )
+from ...types import AcquiredRecords
 from .simulation import Phase
-from .types import AcquiredRecords
+from .workload import (
+    FETCH_MAX_WAIT_MS,
+    GROUP_ID,
+    MAX_POLL_RECORDS,
+    POLL_OVERHEAD_MS,
+    RECORD_PROCESSING_US,
+    RECORD_SIZE_BYTES,
+    RESTART_DELAY_MS,
+    TOPIC_NAME,
+)
 
 if TYPE_CHECKING:
-    from .demo_run import DemoRun
+    from .run import DemoRun
 
 __all__ = ["SimulatedConsumer"]
 

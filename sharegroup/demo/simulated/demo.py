@@ -1,4 +1,4 @@
-"""`sharegroup demo`: the main job on an embedded default, then the audit of its state log.
+"""`sharegroup demo --simulated`: the main job as an in-process simulation, then the audit of its state log.
 
 Layer 4 (an edge): it wires everything together. Producers append record batches to in-memory topic
 logs of several partitions; one share group of simulated consumers, members of a `GroupCoordinator`,
@@ -11,13 +11,13 @@ redelivered to the others. Every share-partition's state is durable in a `LocalP
 check that the durable state, replayed from disk, equals what every leader holds, and the Spark audit
 of the state log (`sharegroup.audit`).
 
-Time is simulated (`sharegroup.simulation.VirtualTime`), so a run is fast, lock expiry and long polls
+Time is simulated (`simulated.simulation.VirtualTime`), so a run is fast, lock expiry and long polls
 cost no waiting, and a seed always produces the same run: the same counts and the same outcome for
 every record (only wall-clock figures vary).
 
-The parts: `demo_run` (the simulated cluster and its tasks), `demo_manager` (the manager on simulated
-time), `demo_consumer` (a share consumer), `demo_workload` (what the clients decide, from the seed),
-`demo_ledger` (the demo's own account of every record), `demo_summary` (what is counted and printed);
+The parts, in `sharegroup.demo.simulated`: `run` (the simulated cluster and its tasks), `manager` (the
+manager on simulated time), `consumer` (a share consumer), `workload` (what the clients decide, from the
+seed), `ledger` (the demo's own account of every record), `summary` (what is counted and printed);
 this module holds the entry point, the data directory, the durable-state check and the audit's wiring.
 """
 
@@ -31,15 +31,15 @@ import time
 import uuid
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from .clock import ManualClock
-from .config import ShareGroupConfig
-from .coordinator import GroupConfig
-from .demo_run import DemoRun
-from .demo_summary import DemoSummary, LeaderState, Outcome
-from .demo_workload import GROUP_ID, TOPIC_NAME, ConsumerBehaviour, Workload
-from .metrics import serve_metrics
-from .progress_bar import ProgressBar
-from .types import RecordState, StateBatch
+from ...clock import ManualClock
+from ...config import ShareGroupConfig
+from ...coordinator import GroupConfig
+from ...metrics import serve_metrics
+from ...types import RecordState, StateBatch
+from ..progress_bar import ProgressBar
+from .run import DemoRun
+from .summary import DemoSummary, LeaderState, Outcome
+from .workload import GROUP_ID, TOPIC_NAME, ConsumerBehaviour, Workload
 
 __all__ = [
     "ConsumerBehaviour",
@@ -95,7 +95,7 @@ async def run_demo(
     from persister import LocalPersister
     from prometheus_client import CollectorRegistry
 
-    from .tracker import NATIVE
+    from ...tracker import NATIVE
 
     limits = (("partitions", partitions, 1, 1000), ("consumers", consumers, 1, GroupConfig().max_size),
               ("records", records, 1, 10**9))
@@ -170,7 +170,7 @@ def _audit(summary: DemoSummary, data_dir: str, *, master: str, spark, out_dir, 
     print_fn("")
     print_fn(f"Audit of the state log in {data_dir} (Spark, master {master})")
     try:
-        from .audit import AuditEnvironmentError, run_audit
+        from ...audit import AuditEnvironmentError, run_audit
     except ImportError as exc:
         summary.audit_error = (f"the audit cannot run: {exc}. It needs PySpark (`pip install pyspark`) and a Java "
                                "runtime 17+ (e.g. `apt-get install openjdk-17-jre-headless`); "

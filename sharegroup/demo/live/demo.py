@@ -5,8 +5,8 @@ Layer 4 (an edge). The run:
 1. starts `sharegroup serve` as a subprocess on a free port with its data in `data_dir` (short lock and
    session timings, `share.auto.offset.reset=earliest`) and waits for its readiness line;
 2. creates the topic with a real `AdminClient`, spawns the consumers: real `confluent_kafka.ShareConsumer`s,
-   one per child process (`demo_live_consumer`), with explicit acknowledgements;
-3. produces the orders (`demo_live_workload`) with a real idempotent `Producer`, acks=all, while the
+   one per child process (`live.consumer`), with explicit acknowledgements;
+3. produces the orders (`live.workload`) with a real idempotent `Producer`, acks=all, while the
    consumers accept, release (transient failures, poison records) and reject (malformed records);
 4. kills one consumer with SIGKILL in the middle of a batch: the broker releases what it held when its
    connection closes, and the others get those records again (delivery count + 1);
@@ -36,14 +36,14 @@ import time
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any, Callable, TextIO
 
-from .demo import (DemoError, _audit, check_durable_state, check_share_state_url, copy_share_state,
-                   prepare_serve_data_dir)
-from .demo_live_consumer import ConsumerSpec, consume
-from .demo_live_ledger import LiveLedger
-from .demo_live_summary import LiveSummary
-from .demo_live_workload import LiveRates, kind_of, make_record, record_digest
-from .demo_summary import LeaderState
-from .progress_bar import ProgressBar
+from ..progress_bar import ProgressBar
+from ..simulated.demo import (DemoError, _audit, check_durable_state, check_share_state_url, copy_share_state,
+                              prepare_serve_data_dir)
+from ..simulated.summary import LeaderState
+from .consumer import ConsumerSpec, consume
+from .ledger import LiveLedger
+from .summary import LiveSummary
+from .workload import LiveRates, kind_of, make_record, record_digest
 
 __all__ = ["LiveRates", "LiveSummary", "run_live_demo"]
 
@@ -249,7 +249,7 @@ async def _check_on_disk(summary: LiveSummary, state_log_dir: str) -> list[str]:
     partition's log ends where the producer's records end, and its durable share state (the state log
     in `state_log_dir`) is complete up to that end (every record accepted or archived, nothing in
     flight)."""
-    from .server.topic_store import TopicStore
+    from ...server.topic_store import TopicStore
 
     store = await TopicStore.open(summary.data_dir)
     try:

@@ -1,0 +1,32 @@
+"""The demos behind `sharegroup demo`: the engine run end to end and checked, with real Kafka clients
+against a real `sharegroup serve` (`live/`, the default), as an in-process simulation on simulated time
+(`simulated/`, `--simulated`), or as KIP-932's worked example narrated step by step (`walkthrough`).
+
+Layer 4 (an edge). What the command line calls is loaded on first use, so importing one module of a
+demo (a live consumer's child process imports `live.consumer`) loads none of the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .live.demo import run_live_demo
+    from .simulated.demo import DemoError, run_demo
+    from .walkthrough import run_walkthrough
+
+__all__ = ["DemoError", "run_demo", "run_live_demo", "run_walkthrough"]
+
+_MODULE_OF = {
+    "DemoError": ".simulated.demo",
+    "run_demo": ".simulated.demo",
+    "run_live_demo": ".live.demo",
+    "run_walkthrough": ".walkthrough",
+}
+
+
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(_MODULE_OF[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
