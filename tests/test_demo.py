@@ -17,15 +17,10 @@ from prometheus_client import CollectorRegistry
 
 from persister import LocalPersister
 from persister.log import segment_file_name
-from sharegroup.demo.simulated.demo import (
-    DATA_DIR_MARKER,
-    RECORDS_PER_CHECKPOINT,
-    ConsumerBehaviour,
-    DemoError,
-    Outcome,
-    check_durable_state,
-    run_demo,
-)
+from sharegroup.demo.checks import check_durable_state
+from sharegroup.demo.data_dir import DATA_DIR_MARKER
+from sharegroup.demo.errors import DemoError
+from sharegroup.demo.simulated.demo import RECORDS_PER_CHECKPOINT, ConsumerBehaviour, Outcome, run_demo
 from sharegroup.metrics import SharePartitionMetrics, metrics_for, serve_metrics
 from sharegroup.types import AcknowledgementBatch, AcquiredRecords, RecordState, StateBatch
 

@@ -8,9 +8,10 @@ import os
 
 import pytest
 
+from sharegroup.demo.data_dir import DATA_DIR_MARKER, prepare_serve_data_dir
+from sharegroup.demo.errors import DemoError
 from sharegroup.demo.live.ledger import LiveLedger, LiveOutcome
 from sharegroup.demo.live.workload import LiveRates, RecordKind, ack_for, kind_of, make_record, record_digest
-from sharegroup.demo.simulated.demo import DATA_DIR_MARKER, DemoError, prepare_serve_data_dir
 from sharegroup.types import AcknowledgeType
 
 ACCEPT, RELEASE, REJECT = int(AcknowledgeType.ACCEPT), int(AcknowledgeType.RELEASE), int(AcknowledgeType.REJECT)

@@ -12,14 +12,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .errors import DemoError
     from .live.demo import run_live_demo
-    from .simulated.demo import DemoError, run_demo
+    from .simulated.demo import run_demo
     from .walkthrough import run_walkthrough
 
 __all__ = ["DemoError", "run_demo", "run_live_demo", "run_walkthrough"]
 
 _MODULE_OF = {
-    "DemoError": ".simulated.demo",
+    "DemoError": ".errors",
     "run_demo": ".simulated.demo",
     "run_live_demo": ".live.demo",
     "run_walkthrough": ".walkthrough",

@@ -36,12 +36,13 @@ import time
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any, Callable, TextIO
 
+from ..checks import LeaderState, audit_state_log, check_durable_state
+from ..data_dir import prepare_serve_data_dir
+from ..errors import DemoError
 from ..progress_bar import ProgressBar
-from ..simulated.demo import (DemoError, _audit, check_durable_state, check_share_state_url, copy_share_state,
-                              prepare_serve_data_dir)
-from ..simulated.summary import LeaderState
 from .consumer import ConsumerSpec, consume
 from .ledger import LiveLedger
+from .share_state import check_share_state_url, copy_share_state
 from .summary import LiveSummary
 from .workload import LiveRates, kind_of, make_record, record_digest
 
@@ -229,10 +230,10 @@ def run_live_demo(
     for line in summary.lines():
         print_fn(line)
     if audit and state_log_dir is not None:
-        _audit(summary, state_log_dir, master=master, spark=None, out_dir=audit_out_dir,
-               print_fn=print_fn, options={"delivery_count_limit": delivery_count_limit,
-                                           "snapshot_update_records_per_snapshot": RECORDS_PER_CHECKPOINT,
-                                           "engine": audit_engine})
+        audit_state_log(summary, state_log_dir, master=master, spark=None, out_dir=audit_out_dir,
+                        print_fn=print_fn, options={"delivery_count_limit": delivery_count_limit,
+                                                    "snapshot_update_records_per_snapshot": RECORDS_PER_CHECKPOINT,
+                                                    "engine": audit_engine})
     return summary
 
 

@@ -22,12 +22,13 @@ from ...metrics import SharePartitionMetrics
 from ...partition import SharePartition
 from ...persistence import Persister
 from ...types import RecordState
+from ..checks import LeaderState
 from ..progress_bar import ProgressBar
 from .consumer import SimulatedConsumer
 from .ledger import Ledger
 from .manager import DemoGroupConfigs, LedgerObserver, SimulatedShareManager
 from .simulation import Phase, VirtualTime
-from .summary import DemoSummary, LeaderState
+from .summary import DemoSummary
 from .workload import (
     GROUP_ID,
     PRODUCE_INTERVAL_MS,
