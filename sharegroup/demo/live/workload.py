@@ -20,7 +20,7 @@ import zlib
 from typing import Any, Sequence
 
 from ...types import AcknowledgeType
-from ..simulated.workload import rate_threshold, stable_hash64
+from ..hashing import rate_threshold, stable_hash64
 
 __all__ = ["LiveRates", "RecordKind", "ack_for", "kind_of", "make_record", "record_digest"]
 
