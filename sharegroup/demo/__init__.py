@@ -1,6 +1,10 @@
-"""The demos behind `sharegroup demo`: the engine run end to end and checked, with real Kafka clients
-against a real `sharegroup serve` (`live/`, the default), as an in-process simulation on simulated time
-(`simulated/`, `--simulated`), or as KIP-932's worked example narrated step by step (`walkthrough`).
+"""The demos behind `sharegroup demo`, which show the engine at work and check what it did: with real
+Kafka clients against a real `sharegroup serve` (`live/`, the default), as an in-process simulation on
+simulated time (`simulated/`, `--simulated`), or as KIP-932's worked example narrated step by step
+(`walkthrough`, `--walkthrough`).
+
+What the demos share: `data_dir` (where a demo may write and wipe), `checks` (the durable state and
+the audit at the end of a run), `errors`, `hashing` (the workloads' seeded decisions), `progress_bar`.
 
 Layer 4 (an edge). What the command line calls is loaded on first use, so importing one module of a
 demo (a live consumer's child process imports `live.consumer`) loads none of the others.
