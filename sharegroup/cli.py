@@ -189,10 +189,10 @@ def _demo(args: argparse.Namespace) -> int:
         from persister import InMemoryPersister  # the edge picks the implementation
 
         from .clock import ManualClock
-        from .walkthrough import walkthrough
+        from .demo import run_walkthrough
 
         clock = ManualClock(0)
-        asyncio.run(walkthrough(InMemoryPersister(clock=clock), clock))
+        asyncio.run(run_walkthrough(InMemoryPersister(clock=clock), clock))
         return 0
     if args.share_state is not None:
         from persister.kafka_persister import parse_kafka_url
@@ -237,8 +237,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _live_demo(args: argparse.Namespace) -> int:
     from persister import LogLockedError
 
-    from .demo import DemoError
-    from .demo_live import run_live_demo
+    from .demo import DemoError, run_live_demo
 
     try:
         summary = run_live_demo(

@@ -17,15 +17,10 @@ from prometheus_client import CollectorRegistry
 
 from persister import LocalPersister
 from persister.log import segment_file_name
-from sharegroup.demo import (
-    DATA_DIR_MARKER,
-    RECORDS_PER_CHECKPOINT,
-    ConsumerBehaviour,
-    DemoError,
-    Outcome,
-    check_durable_state,
-    run_demo,
-)
+from sharegroup.demo.checks import check_durable_state
+from sharegroup.demo.data_dir import DATA_DIR_MARKER
+from sharegroup.demo.errors import DemoError
+from sharegroup.demo.simulated.demo import RECORDS_PER_CHECKPOINT, ConsumerBehaviour, Outcome, run_demo
 from sharegroup.metrics import SharePartitionMetrics, metrics_for, serve_metrics
 from sharegroup.types import AcknowledgementBatch, AcquiredRecords, RecordState, StateBatch
 
@@ -52,7 +47,7 @@ def counted_wall_clock(monkeypatch):
     """The run's wall clock made deterministic: every reading is 1 ms later than the one before, so a
     run cut short by its duration stops at the same point of the (seeded) simulation on any machine,
     however busy (a real 0.05 s could pass before anything was in flight, or just as all was done)."""
-    import sharegroup.demo_run as demo_run
+    import sharegroup.demo.simulated.run as demo_run
 
     readings = iter(range(10**9))
     monkeypatch.setattr(demo_run, "time", types.SimpleNamespace(monotonic=lambda: next(readings) / 1000))

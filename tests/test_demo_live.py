@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-from sharegroup.demo import DATA_DIR_MARKER, DemoError, prepare_serve_data_dir
-from sharegroup.demo_live_ledger import LiveLedger, LiveOutcome
-from sharegroup.demo_live_workload import LiveRates, RecordKind, ack_for, kind_of, make_record, record_digest
+from sharegroup.demo.data_dir import DATA_DIR_MARKER, prepare_serve_data_dir
+from sharegroup.demo.errors import DemoError
+from sharegroup.demo.live.ledger import LiveLedger, LiveOutcome
+from sharegroup.demo.live.workload import LiveRates, RecordKind, ack_for, kind_of, make_record, record_digest
 from sharegroup.types import AcknowledgeType
 
 ACCEPT, RELEASE, REJECT = int(AcknowledgeType.ACCEPT), int(AcknowledgeType.RELEASE), int(AcknowledgeType.REJECT)
@@ -150,7 +151,7 @@ def test_the_data_directory_is_wiped_only_when_the_demo_made_it(tmp_path):
 
 def test_a_small_live_run_ends_every_record_as_its_acknowledgements_imply(tmp_path):
     pytest.importorskip("confluent_kafka")
-    from sharegroup.demo_live import run_live_demo
+    from sharegroup.demo.live.demo import run_live_demo
 
     lines: list[str] = []
     rates = LiveRates(flaky=0.05, malformed=0.02, poison=0.01)

@@ -32,8 +32,8 @@ def test_live_demo_with_share_state_on_kafka_checks_and_audits_the_topic(tmp_pat
     except (OSError, RuntimeError, AttributeError) as exc:
         pytest.skip(f"librdkafka's mock cluster cannot be created here: {exc}")
     from persister.log import segment_file_name
-    from sharegroup.demo_live import LiveRates, run_live_demo
-    from sharegroup.demo_live_ledger import LiveOutcome
+    from sharegroup.demo.live.demo import LiveRates, run_live_demo
+    from sharegroup.demo.live.ledger import LiveOutcome
 
     try:
         cluster.create_topic("demo-share-state", partitions=1, replication_factor=3)

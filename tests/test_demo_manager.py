@@ -1,4 +1,4 @@
-"""The demo's SharePartitionManager on simulated time (`sharegroup.demo_manager`): a long-polling fetch
+"""The demo's SharePartitionManager on simulated time (`sharegroup.demo.simulated.manager`): a long-polling fetch
 waits in simulated time, wakes on an append in the acquisition phase of that instant, and otherwise
 answers exactly at its MaxWaitMs; lock-timer passes expire locks when the demo runs them."""
 
@@ -10,10 +10,10 @@ import uuid
 from persister import InMemoryPersister
 from sharegroup.clock import ManualClock
 from sharegroup.config import ShareGroupConfig
-from sharegroup.demo_manager import DemoGroupConfigs, SimulatedShareManager
+from sharegroup.demo.simulated.manager import DemoGroupConfigs, SimulatedShareManager
+from sharegroup.demo.simulated.simulation import Phase, VirtualTime
 from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.share_messages import FetchPartition, FetchTopic, ShareFetchRequest
-from sharegroup.simulation import Phase, VirtualTime
 from sharegroup.types import AcquiredRecords
 
 from .conftest import run

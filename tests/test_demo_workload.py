@@ -8,9 +8,10 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sharegroup.demo_ledger import Ledger
-from sharegroup.demo_summary import DemoSummary, Outcome
-from sharegroup.demo_workload import ConsumerBehaviour, RecordKind, Workload, rate_threshold, stable_hash64
+from sharegroup.demo.hashing import rate_threshold, stable_hash64
+from sharegroup.demo.simulated.ledger import Ledger
+from sharegroup.demo.simulated.summary import DemoSummary, Outcome
+from sharegroup.demo.simulated.workload import ConsumerBehaviour, RecordKind, Workload
 from sharegroup.metrics import SharePartitionMetrics
 from sharegroup.types import AcknowledgementBatch, AcknowledgeType, AcquiredRecords
 

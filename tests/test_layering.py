@@ -73,13 +73,13 @@ def test_services_reach_durability_only_through_the_protocol():
             assert "audit" not in name and "pyspark" not in name and "prometheus" not in name, (path.name, name)
 
 
-EDGES = {"cli.py", "demo.py", "metrics.py", "__main__.py"}  # and the audit/ and server/ packages (layer 4)
+EDGES = {"cli.py", "metrics.py", "__main__.py"}  # and the audit/, demo/ and server/ packages (layer 4)
 
 
 def test_only_the_edges_import_the_concrete_persister():
     for path in sorted((ROOT / "sharegroup").rglob("*.py")):
         rel = path.relative_to(ROOT / "sharegroup")
-        if rel.parts[0] in ("audit", "server") or (len(rel.parts) == 1 and rel.name in EDGES):
+        if rel.parts[0] in ("audit", "demo", "server") or (len(rel.parts) == 1 and rel.name in EDGES):
             continue
         for name in imports_of(path):
             assert not name.startswith("persister"), (str(rel), name)
@@ -102,12 +102,11 @@ def test_the_manager_imports_only_vocabulary_the_core_and_services_never_an_edge
             assert name.split(".")[0] not in {"persister", "prometheus_client", "pyspark"}, (path.name, name)
 
 
-EDGE_MODULES = {"cli", "demo", "simulation", "walkthrough", "metrics", "progress_bar", "audit", "server",
-                "__main__"}
+EDGE_MODULES = {"cli", "demo", "metrics", "audit", "server", "__main__"}
 
 
 def _is_edge(sub: str) -> bool:
-    return sub in EDGE_MODULES or sub.startswith("demo")
+    return sub in EDGE_MODULES
 
 
 def test_services_never_import_an_edge():

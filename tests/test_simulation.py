@@ -1,4 +1,4 @@
-"""Simulated time (`sharegroup.simulation.VirtualTime`): tasks wake by time, then phase, then rank; real
+"""Simulated time (`sharegroup.demo.simulated.simulation.VirtualTime`): tasks wake by time, then phase, then rank; real
 awaits keep the clock still; a failing task stops the run; wake-ups round up to the tick."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from sharegroup.clock import ManualClock
-from sharegroup.simulation import Phase, VirtualTime
+from sharegroup.demo.simulated.simulation import Phase, VirtualTime
 
 from .conftest import run
 

@@ -12,21 +12,21 @@ from persister import InMemoryPersister
 from sharegroup import AcquiredRecords as Acq
 from sharegroup import ManualClock, PartitionState, RecordState
 from sharegroup import StateBatch as SB
-from sharegroup import walkthrough as walkthrough_module
+from sharegroup.demo import walkthrough as walkthrough_module
+from sharegroup.demo.walkthrough import GROUP, TOPIC, run_walkthrough
 from sharegroup.manager.share_partition import SharePartition
-from sharegroup.walkthrough import GROUP, TOPIC, walkthrough
 
 
-def run_walkthrough(first_offset=100):
+def narrate(first_offset=100):
     lines: list[str] = []
     clock = ManualClock(0)
     persister = InMemoryPersister(clock=clock)
-    steps = asyncio.run(walkthrough(persister, clock, lines.append, first_offset=first_offset))
+    steps = asyncio.run(run_walkthrough(persister, clock, lines.append, first_offset=first_offset))
     return steps, lines, persister
 
 
 def test_the_kip_example_ends_where_kip_932_says():
-    steps, lines, persister = run_walkthrough()
+    steps, lines, persister = narrate()
     assert len(steps) == 11
     acquired = [(s.number, member, got) for s in steps for member, got in s.acquired]
     assert acquired == [
@@ -117,7 +117,7 @@ def test_every_narrated_number_comes_from_the_engine(monkeypatch, first_offset):
     monkeypatch.setattr(walkthrough_module, "SharePartition", spy.partition_class())
     clock = ManualClock(0)
     persister = spy.persister(InMemoryPersister(clock=clock))
-    asyncio.run(walkthrough(persister, clock, lambda line: spy.events.append(("line", line)),
+    asyncio.run(run_walkthrough(persister, clock, lambda line: spy.events.append(("line", line)),
                             first_offset=first_offset))
 
     narrations = 0

@@ -1,6 +1,6 @@
 """One consumer of the live demo: a real `confluent_kafka.ShareConsumer` in a child process.
 
-It joins the share group, polls, acknowledges every record explicitly (`demo_live_workload.ack_for`),
+It joins the share group, polls, acknowledges every record explicitly (`live.workload.ack_for`),
 commits the acknowledgements with `commit_sync` after each batch, and reports each batch to the parent
 over its pipe: per delivery (partition, offset, delivery count, acknowledgement, whether the broker
 took the acknowledgement, digest of key/value/headers). A `Connection.send` is a complete write to the
@@ -19,7 +19,7 @@ import time
 import traceback
 from typing import Any
 
-from .demo_live_workload import ack_for, record_digest
+from .workload import ack_for, record_digest
 
 __all__ = ["ConsumerSpec", "consume"]
 

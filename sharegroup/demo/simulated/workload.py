@@ -14,11 +14,10 @@ import enum
 import random
 import uuid
 
-from .types import AcknowledgeType
+from ...types import AcknowledgeType
+from ..hashing import rate_threshold, stable_hash64
 
-__all__ = ["ConsumerBehaviour", "RecordKind", "Workload", "rate_threshold", "stable_hash64"]
-
-_MASK_64 = (1 << 64) - 1
+__all__ = ["ConsumerBehaviour", "RecordKind", "Workload"]
 
 GROUP_ID = "demo-group"
 TOPIC_NAME = "demo-orders"
@@ -53,22 +52,6 @@ class RecordKind(enum.IntEnum):
     NORMAL = 0
     POISON = 1  # processing always fails: released on every delivery (or it crashes the consumer)
     MALFORMED = 2  # rejected at once
-
-
-def stable_hash64(*parts: int) -> int:
-    """A 64-bit hash of small integers (splitmix64 steps), the same in every process and run."""
-    h = 0x9E3779B97F4A7C15
-    for part in parts:
-        h = ((h ^ (part & _MASK_64)) * 0xBF58476D1CE4E5B9) & _MASK_64
-        h ^= h >> 31
-        h = (h * 0x94D049BB133111EB) & _MASK_64
-        h ^= h >> 29
-    return h
-
-
-def rate_threshold(rate: float) -> int:
-    """The hash value below which an event of probability `rate` happens."""
-    return min(int(rate * 2.0**64), 1 << 64)
 
 
 @dataclasses.dataclass(frozen=True)

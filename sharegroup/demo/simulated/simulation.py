@@ -15,7 +15,7 @@ import enum
 import heapq
 from typing import Callable, Coroutine, Iterator
 
-from .clock import ManualClock
+from ...clock import ManualClock
 
 __all__ = ["DEFAULT_TICK_MS", "Phase", "VirtualTime"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from .demo_summary import DemoSummary, Outcome
-from .demo_workload import RecordKind, Workload
-from .metrics import SharePartitionMetrics
-from .types import AcknowledgementBatch, AcknowledgeType, AcquiredRecords
+from ...metrics import SharePartitionMetrics
+from ...types import AcknowledgementBatch, AcknowledgeType, AcquiredRecords
+from .summary import DemoSummary, Outcome
+from .workload import RecordKind, Workload
 
 __all__ = ["Ledger"]
 

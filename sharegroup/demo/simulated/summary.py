@@ -1,5 +1,6 @@
-"""What a demo run counted and how it ends: `DemoSummary` (the closing table and the exit code), the
-per-record `Outcome` of the demo's ledger, and the `LeaderState` each share-partition leader held at the end.
+"""What a demo run counted and how it ends: `DemoSummary` (the closing table and the exit code) and the
+per-record `Outcome` of the demo's ledger (what each share-partition leader held at the end is a
+`checks.LeaderState`).
 
 Plain data and formatting only (the demo's edge modules fill it in).
 """
@@ -9,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from typing import NamedTuple
 
-from .types import StateBatch
+from ..checks import LeaderState
 
-__all__ = ["DemoSummary", "LeaderState", "Outcome"]
+__all__ = ["DemoSummary", "Outcome"]
 
 
 class Outcome(enum.IntEnum):
@@ -24,17 +24,6 @@ class Outcome(enum.IntEnum):
     REJECTED = 2  # archived: a consumer rejected it
     DELIVERY_LIMIT = 3  # archived: released on its last allowed delivery
     LOCK_EXPIRY = 4  # archived: its lock expired on its last allowed delivery
-
-
-class LeaderState(NamedTuple):
-    """What one share-partition leader held at the end of the run; `loaded` is False when no fetch ever
-    loaded the share-partition (a run stopped before any consumer fetched from it)."""
-
-    start_offset: int
-    state_batches: list[StateBatch]
-    delivery_complete_count: int
-    log_end_offset: int
-    loaded: bool = True
 
 
 @dataclasses.dataclass

@@ -1,15 +1,15 @@
 """`LiveSummary`: what a live demo run counted and how it ends (the closing table and the exit code).
 
-Plain data and formatting only; `demo_live` fills it in from the `LiveLedger` and its own checks.
+Plain data and formatting only; `live.demo` fills it in from the `LiveLedger` and its own checks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from .demo_live_ledger import LiveLedger, LiveOutcome
-from .demo_live_workload import RecordKind
-from .types import AcknowledgeType
+from ...types import AcknowledgeType
+from .ledger import LiveLedger, LiveOutcome
+from .workload import RecordKind
 
 __all__ = ["LiveSummary"]
 

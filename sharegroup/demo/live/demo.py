@@ -5,8 +5,8 @@ Layer 4 (an edge). The run:
 1. starts `sharegroup serve` as a subprocess on a free port with its data in `data_dir` (short lock and
    session timings, `share.auto.offset.reset=earliest`) and waits for its readiness line;
 2. creates the topic with a real `AdminClient`, spawns the consumers: real `confluent_kafka.ShareConsumer`s,
-   one per child process (`demo_live_consumer`), with explicit acknowledgements;
-3. produces the orders (`demo_live_workload`) with a real idempotent `Producer`, acks=all, while the
+   one per child process (`live.consumer`), with explicit acknowledgements;
+3. produces the orders (`live.workload`) with a real idempotent `Producer`, acks=all, while the
    consumers accept, release (transient failures, poison records) and reject (malformed records);
 4. kills one consumer with SIGKILL in the middle of a batch: the broker releases what it held when its
    connection closes, and the others get those records again (delivery count + 1);
@@ -36,14 +36,15 @@ import time
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any, Callable, TextIO
 
-from .demo import (DemoError, _audit, check_durable_state, check_share_state_url, copy_share_state,
-                   prepare_serve_data_dir)
-from .demo_live_consumer import ConsumerSpec, consume
-from .demo_live_ledger import LiveLedger
-from .demo_live_summary import LiveSummary
-from .demo_live_workload import LiveRates, kind_of, make_record, record_digest
-from .demo_summary import LeaderState
-from .progress_bar import ProgressBar
+from ..checks import LeaderState, audit_state_log, check_durable_state
+from ..data_dir import prepare_serve_data_dir
+from ..errors import DemoError
+from ..progress_bar import ProgressBar
+from .consumer import ConsumerSpec, consume
+from .ledger import LiveLedger
+from .share_state import check_share_state_url, copy_share_state
+from .summary import LiveSummary
+from .workload import LiveRates, kind_of, make_record, record_digest
 
 __all__ = ["LiveRates", "LiveSummary", "run_live_demo"]
 
@@ -229,10 +230,10 @@ def run_live_demo(
     for line in summary.lines():
         print_fn(line)
     if audit and state_log_dir is not None:
-        _audit(summary, state_log_dir, master=master, spark=None, out_dir=audit_out_dir,
-               print_fn=print_fn, options={"delivery_count_limit": delivery_count_limit,
-                                           "snapshot_update_records_per_snapshot": RECORDS_PER_CHECKPOINT,
-                                           "engine": audit_engine})
+        audit_state_log(summary, state_log_dir, master=master, spark=None, out_dir=audit_out_dir,
+                        print_fn=print_fn, options={"delivery_count_limit": delivery_count_limit,
+                                                    "snapshot_update_records_per_snapshot": RECORDS_PER_CHECKPOINT,
+                                                    "engine": audit_engine})
     return summary
 
 
@@ -249,7 +250,7 @@ async def _check_on_disk(summary: LiveSummary, state_log_dir: str) -> list[str]:
     partition's log ends where the producer's records end, and its durable share state (the state log
     in `state_log_dir`) is complete up to that end (every record accepted or archived, nothing in
     flight)."""
-    from .server.topic_store import TopicStore
+    from ...server.topic_store import TopicStore
 
     store = await TopicStore.open(summary.data_dir)
     try:

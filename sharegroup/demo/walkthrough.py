@@ -5,8 +5,8 @@ It drives a SharePartition over whatever Persister the command line hands it (th
 window and the durable state read back through the Persister protocol. Every number in the text comes
 from those results (acquired ranges and delivery counts, the records' states after an
 acknowledgement, the count `expire_locks` returned, start and end offsets, durable batches), never from
-the script, so the narration cannot tell a different story from the engine. `walkthrough` also returns
-the steps as data for tests.
+the script, so the narration cannot tell a different story from the engine. `run_walkthrough` also
+returns the steps as data for tests.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from __future__ import annotations
 import uuid
 from typing import Callable, NamedTuple, Sequence
 
-from .clock import ManualClock
-from .config import ShareGroupConfig
-from .manager.share_partition import SharePartition
-from .persistence import Persister
-from .tracker import NATIVE
-from .types import AcknowledgementBatch, AcknowledgeType, AcquiredRecords, FetchedBatch, PartitionState, RecordState
+from ..clock import ManualClock
+from ..config import ShareGroupConfig
+from ..manager.share_partition import SharePartition
+from ..persistence import Persister
+from ..tracker import NATIVE
+from ..types import AcknowledgementBatch, AcknowledgeType, AcquiredRecords, FetchedBatch, PartitionState, RecordState
 
-__all__ = ["GROUP", "TOPIC", "Step", "walkthrough"]
+__all__ = ["GROUP", "TOPIC", "Step", "run_walkthrough"]
 
 GROUP = "demo-group"
 TOPIC = uuid.UUID("6f1b7c1e-0000-4000-8000-000000000932")
@@ -183,8 +183,8 @@ def _window(sp: SharePartition, lo: int, hi: int) -> tuple[str, str]:
     return "".join(cells), "".join(owners)
 
 
-async def walkthrough(persister: Persister, clock: ManualClock, out: Callable[[str], None] = print, *,
-                      first_offset: int = 100) -> list[Step]:
+async def run_walkthrough(persister: Persister, clock: ManualClock, out: Callable[[str], None] = print, *,
+                          first_offset: int = 100) -> list[Step]:
     """Run the example against `persister` (empty for this group) with `clock` driving the locks.
 
     KIP-932 starts the share-partition at offset 100; `first_offset` moves the whole example (tests use

@@ -3,7 +3,7 @@
 simulated time.
 
 Layer 4 (an edge). The producer appends record batches to `InMemoryPartitionLogs` (each append wakes
-the manager's waiting fetches); the consumers (`demo_consumer.SimulatedConsumer`) join the share group
+the manager's waiting fetches); the consumers (`consumer.SimulatedConsumer`) join the share group
 and fetch and acknowledge through the manager; the lock-timer task runs the manager's lock-timer passes
 and ends the sessions of silent members. The `Ledger` accounts for every delivery and is checked against
 the share-partition leaders as the run goes and at its end.
@@ -14,14 +14,22 @@ from __future__ import annotations
 import time
 import uuid
 
-from .clock import ManualClock
-from .config import ShareGroupConfig
-from .coordinator import GroupConfig, GroupCoordinator, InMemoryTopics
-from .demo_consumer import SimulatedConsumer
-from .demo_ledger import Ledger
-from .demo_manager import DemoGroupConfigs, LedgerObserver, SimulatedShareManager
-from .demo_summary import DemoSummary, LeaderState
-from .demo_workload import (
+from ...clock import ManualClock
+from ...config import ShareGroupConfig
+from ...coordinator import GroupConfig, GroupCoordinator, InMemoryTopics
+from ...topics.memory_logs import InMemoryPartitionLogs
+from ...metrics import SharePartitionMetrics
+from ...manager.share_partition import SharePartition
+from ...persistence import Persister
+from ...types import RecordState
+from ..checks import LeaderState
+from ..progress_bar import ProgressBar
+from .consumer import SimulatedConsumer
+from .ledger import Ledger
+from .manager import DemoGroupConfigs, LedgerObserver, SimulatedShareManager
+from .simulation import Phase, VirtualTime
+from .summary import DemoSummary
+from .workload import (
     GROUP_ID,
     PRODUCE_INTERVAL_MS,
     PRODUCER_BATCH_MAX_RECORDS,
@@ -30,13 +38,6 @@ from .demo_workload import (
     TOPIC_NAME,
     Workload,
 )
-from .topics.memory_logs import InMemoryPartitionLogs
-from .metrics import SharePartitionMetrics
-from .manager.share_partition import SharePartition
-from .persistence import Persister
-from .progress_bar import ProgressBar
-from .simulation import Phase, VirtualTime
-from .types import RecordState
 
 __all__ = ["DemoRun"]
 

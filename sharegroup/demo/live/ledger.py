@@ -21,8 +21,8 @@ from __future__ import annotations
 import enum
 from typing import Iterable, NamedTuple
 
-from .demo_live_workload import RecordKind
-from .types import AcknowledgeType
+from ...types import AcknowledgeType
+from .workload import RecordKind
 
 __all__ = ["Delivery", "LiveLedger", "LiveOutcome"]
 

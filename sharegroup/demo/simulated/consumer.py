@@ -9,26 +9,22 @@ closes the session (final epoch -1) and leaves the group. Sometimes it crashes i
 its records stay acquired until their locks expire, the group coordinator ends its membership after
 the session timeout (the broker then drops its share session), and it comes back later as a new member.
 What it decides comes from the run's `Workload`.
+
+It sees the run that creates it (`run.DemoRun`) only through the `Cluster` protocol below: the run
+imports this module, never the other way round.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, NamedTuple
+import uuid
+from typing import NamedTuple, Protocol
 
-from .demo_workload import (
-    FETCH_MAX_WAIT_MS,
-    GROUP_ID,
-    MAX_POLL_RECORDS,
-    POLL_OVERHEAD_MS,
-    RECORD_PROCESSING_US,
-    RECORD_SIZE_BYTES,
-    RESTART_DELAY_MS,
-    TOPIC_NAME,
-)
-from .errors import Errors, ShareError
-from .manager import next_epoch
-from .share_messages import (
+from ...clock import ManualClock
+from ...coordinator import GroupCoordinator
+from ...errors import Errors, ShareError
+from ...manager import next_epoch
+from ...share_messages import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     AcknowledgePartition,
@@ -39,15 +35,48 @@ from .share_messages import (
     ShareAcknowledgeRequest,
     ShareFetchRequest,
 )
-from .simulation import Phase
-from .types import AcquiredRecords
+from ...types import AcquiredRecords
+from .ledger import Ledger
+from .manager import SimulatedShareManager
+from .simulation import Phase, VirtualTime
+from .summary import DemoSummary
+from .workload import (
+    FETCH_MAX_WAIT_MS,
+    GROUP_ID,
+    MAX_POLL_RECORDS,
+    POLL_OVERHEAD_MS,
+    RECORD_PROCESSING_US,
+    RECORD_SIZE_BYTES,
+    RESTART_DELAY_MS,
+    TOPIC_NAME,
+    Workload,
+)
 
-if TYPE_CHECKING:
-    from .demo_run import DemoRun
-
-__all__ = ["SimulatedConsumer"]
+__all__ = ["Cluster", "SimulatedConsumer"]
 
 log = logging.getLogger(__name__)
+
+
+class Cluster(Protocol):
+    """What a consumer uses of the simulated cluster it runs in (`run.DemoRun`): the simulated time, the
+    group coordinator and the broker it talks to, the workload and the ledger, and what it counts."""
+
+    virtual_time: VirtualTime
+    clock: ManualClock
+    topic_id: uuid.UUID
+    group: GroupCoordinator
+    manager: SimulatedShareManager
+    workload: Workload
+    ledger: Ledger
+    summary: DemoSummary
+    stopping: bool  # the run is ending: stop consuming, close the share session and leave
+    consumers_running: int  # a consumer takes itself off when it ends
+
+    def member_released(self, member_id: str) -> None:
+        """The broker released every record `member_id` held (its share session closed)."""
+
+    async def member_left(self, member_id: str) -> None:
+        """`member_id` left the group: the broker releases what it still holds."""
 
 
 class Polled(NamedTuple):
@@ -61,7 +90,7 @@ class Polled(NamedTuple):
 class SimulatedConsumer:
     """A simulated share consumer: joins the group, fetches from the broker, processes, acknowledges."""
 
-    def __init__(self, demo: DemoRun, index: int) -> None:
+    def __init__(self, demo: Cluster, index: int) -> None:
         self.demo = demo
         self.index = index
         self.incarnation = 0  # +1 at every restart: a new member id

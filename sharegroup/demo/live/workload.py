@@ -19,8 +19,8 @@ import json
 import zlib
 from typing import Any, Sequence
 
-from .types import AcknowledgeType
-from .demo_workload import rate_threshold, stable_hash64
+from ...types import AcknowledgeType
+from ..hashing import rate_threshold, stable_hash64
 
 __all__ = ["LiveRates", "RecordKind", "ack_for", "kind_of", "make_record", "record_digest"]
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import uuid
 
-from .clock import Clock
-from .config import ShareGroupConfig
-from .demo_ledger import Ledger
-from .manager import ManagerObserver, SharePartitionManager, WaitOutcome
-from .share_messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse
+from ...clock import Clock
+from ...config import ShareGroupConfig
+from ...manager import ManagerObserver, SharePartitionManager, WaitOutcome
+from ...share_messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse
+from .ledger import Ledger
 from .simulation import Phase, VirtualTime
 
 __all__ = ["DemoGroupConfigs", "LedgerObserver", "SimulatedShareManager"]
