@@ -8,14 +8,14 @@ records go to a `RecordSink` (`MemoryRecordSink` unless the edges wire a durable
 `GroupListener` learns of members that left and of share-partition state that was reset or deleted.
 """
 
-from .assignor import simple_assign
-from .config import GroupConfig
-from .consumer_admin import ConsumerGroupDescription, ConsumerMemberDescription
-from .consumer_assignors import range_assign, uniform_assign
-from .consumer_config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroupState, MemberState
+from .share.assignor import simple_assign
+from .share.config import GroupConfig
+from .consumer.admin import ConsumerGroupDescription, ConsumerMemberDescription
+from .consumer.assignors import range_assign, uniform_assign
+from .consumer.config import ConsumerGroupConfig
+from .consumer.group import ConsumerGroupState, MemberState
 from .coordinator import PERSISTER_ATTEMPTS, GroupCoordinator
-from .group import GroupState
+from .share.group import GroupState
 from .listener import GroupListener
 from .records import MemoryRecordSink, Record, RecordSink
 from .responses import GroupDescription, HeartbeatResult, MemberDescription, OffsetInfo

@@ -4,15 +4,15 @@ The public face of the package: it validates every request, takes the group's lo
 group's overdue members, runs the operation, and tells the optional `GroupListener` what changed once
 the lock is released. The work itself lives with what it concerns:
 
-- `heartbeat.py`: joins, heartbeats, leaves, session expiry, the target assignment;
-- `consumer_heartbeat.py`, `consumer_admin.py`: the same for KIP-848 consumer groups (a group id has one
+- `share/heartbeat.py`: joins, heartbeats, leaves, session expiry, the target assignment;
+- `consumer/heartbeat.py`, `consumer/admin.py`: the same for KIP-848 consumer groups (a group id has one
   type; a request of the other type gets GROUP_ID_NOT_FOUND), with describe and the offset-commit checks;
-- `admin.py`: describe, alter and delete offsets, delete group;
-- `classic_api.py` (a base class): classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+- `share/admin.py`: describe, alter and delete offsets, delete group;
+- `classic/coordinator.py` (a base class): classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
   DescribeGroups, ListGroups) and committed offsets (OffsetCommit, OffsetFetch, OffsetDelete);
-- `partition_lifecycle.py`: two-stage initialization and deletion of share-partition state through
+- `share/partition_lifecycle.py`: two-stage initialization and deletion of share-partition state through
   the Persister protocol;
-- `group_store.py` (groups moved only by committed records, group locks) and `record_helpers.py`
+- `group_store.py` (groups moved only by committed records, group locks) and `share/record_helpers.py`
   (the record lists that change a group).
 """
 
@@ -25,13 +25,13 @@ from typing import Callable, Iterable, Mapping
 from ..clock import Clock, SystemClock
 from ..errors import Errors, ShareError
 from ..persistence import Persister
-from .admin import ShareGroupAdmin, check_offsets_request
-from .classic_api import ClassicGroupsApi
-from .classic_records import OffsetCommitKey
-from .classic_responses import ClassicGroupDescription, GroupListing
-from .classic_config import ClassicGroupConfig
-from .config import GroupConfig
-from .consumer_admin import (
+from .share.admin import ShareGroupAdmin, check_offsets_request
+from .classic.coordinator import ClassicGroupsApi
+from .classic.records import OffsetCommitKey
+from .classic.responses import ClassicGroupDescription, GroupListing
+from .classic.config import ClassicGroupConfig
+from .share.config import GroupConfig
+from .consumer.admin import (
     ConsumerGroupDescription,
     check_heartbeat,
     consumer_offset_hooks,
@@ -41,13 +41,13 @@ from .consumer_admin import (
     validate_offset_commit,
     validate_offset_fetch,
 )
-from .consumer_config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroup
-from .consumer_heartbeat import ConsumerMembership
+from .consumer.config import ConsumerGroupConfig
+from .consumer.group import ConsumerGroup
+from .consumer.heartbeat import ConsumerMembership
 from .group_store import GroupStore
-from .heartbeat import Membership
+from .share.heartbeat import Membership
 from .listener import GroupListener
-from .partition_lifecycle import PERSISTER_ATTEMPTS, PartitionStateLifecycle
+from .share.partition_lifecycle import PERSISTER_ATTEMPTS, PartitionStateLifecycle
 from .records import MemoryRecordSink, Record, RecordSink
 from .responses import GroupDescription, HeartbeatResult, OffsetInfo
 from .topics import TopicsLookup
@@ -181,7 +181,7 @@ class GroupCoordinator(ClassicGroupsApi):
         client_id: str = "",
         client_host: str = "",
     ) -> HeartbeatResult:
-        """Join (epoch 0), leave (epoch -1) or heartbeat (the member's epoch); see `heartbeat.py`.
+        """Join (epoch 0), leave (epoch -1) or heartbeat (the member's epoch); see `share/heartbeat.py`.
 
         Raises ShareError: INVALID_REQUEST (malformed), GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID,
         FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED, or a record sink failure. A leave, and members
@@ -257,7 +257,7 @@ class GroupCoordinator(ClassicGroupsApi):
         topic_authorized: Callable[[str], bool] | None = None,
     ) -> HeartbeatResult:
         """ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1) or static leave (-2) of a
-        KIP-848 consumer group member; see `consumer_heartbeat.py`. None means "unchanged" for the
+        KIP-848 consumer group member; see `consumer/heartbeat.py`. None means "unchanged" for the
         optional fields; `owned_topic_partitions` is what the member owns (None: not reported). In v0
         (`api_version` 0) an empty member id on a join gets one generated. `topic_authorized(name)`, when
         given, says whether the member may DESCRIBE a topic: a regex this heartbeat resolves matches only
@@ -289,7 +289,7 @@ class GroupCoordinator(ClassicGroupsApi):
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[ClassicGroupDescription]:
         """DescribeGroups: classic groups as they are, KIP-848 consumer groups in classic form (see
-        `consumer_admin.describe_classic_form`), GROUP_ID_NOT_FOUND (state Dead) for the rest."""
+        `consumer/admin.describe_classic_form`), GROUP_ID_NOT_FOUND (state Dead) for the rest."""
         described = super().describe_groups(group_ids)
         return [describe_classic_form(self._store, d.group_id, self._consumer_config.default_assignor,
                                       self._topic_name)

@@ -13,11 +13,11 @@ import asyncio
 from typing import Any, Callable
 
 from ..errors import Errors, ShareError
-from .classic_group import ClassicGroup, replay_classic_record
-from .classic_records import CLASSIC_VALUE_TYPES
-from .consumer_group import ConsumerGroup
-from .consumer_records import CONSUMER_VALUE_TYPES, ConsumerGroupMetadataKey
-from .group import ShareGroup
+from .classic.group import ClassicGroup, replay_classic_record
+from .classic.records import CLASSIC_VALUE_TYPES
+from .consumer.group import ConsumerGroup
+from .consumer.records import CONSUMER_VALUE_TYPES, ConsumerGroupMetadataKey
+from .share.group import ShareGroup
 from .records import Record, RecordSink, ShareGroupMetadataKey, VALUE_TYPES
 
 __all__ = ["GroupLocks", "GroupStore", "replay_into"]

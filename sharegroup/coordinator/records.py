@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, Protocol, Sequence, Union, runtime_checkable
 
 from ..errors import Errors, ShareError
-from .classic_records import CLASSIC_VALUE_TYPES
+from .classic.records import CLASSIC_VALUE_TYPES
 
 __all__ = [
     "TopicPartitions",

@@ -6,7 +6,7 @@ import uuid
 from typing import NamedTuple
 
 from ..errors import Errors
-from .group import GroupState
+from .share.group import GroupState
 
 __all__ = ["HeartbeatResult", "MemberDescription", "GroupDescription", "OffsetInfo"]
 

@@ -26,7 +26,9 @@ import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..coordinator import classic_records, consumer_records, records as rec
+from ..coordinator import records as rec
+from ..coordinator.classic import records as classic_records
+from ..coordinator.consumer import records as consumer_records
 
 __all__ = ["FileRecordSink", "encode_records", "decode_records"]
 

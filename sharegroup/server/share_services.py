@@ -31,7 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..config import BrokerConfig, ShareGroupConfig
 from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
-from ..coordinator.classic_config import ClassicGroupConfig
+from ..coordinator.classic.config import ClassicGroupConfig
 from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
 from .broker_config import ServeConfig, consumer_group_config

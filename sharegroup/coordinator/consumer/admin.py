@@ -11,23 +11,23 @@ import re
 import uuid
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
-from ..errors import Errors, ShareError
-from ..types import is_plain_int
-from .consumer_config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
-from .classic_responses import ClassicGroupDescription, ClassicMemberDescription
-from .consumer_heartbeat import ConsumerHeartbeat
-from .consumer_protocol import encode_assignment, encode_subscription
-from .consumer_records import (
+from ...errors import Errors, ShareError
+from ...types import is_plain_int
+from .config import ConsumerGroupConfig
+from .group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
+from ..classic.responses import ClassicGroupDescription, ClassicMemberDescription
+from .heartbeat import ConsumerHeartbeat
+from ..classic.consumer_protocol import encode_assignment, encode_subscription
+from .records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from .group import assignment_dict
-from .group_store import GroupStore
-from .offsets import OffsetHooks
-from .records import Record
-from .validation import check_group_id, check_partition, check_topic_id, invalid
+from ..share.group import assignment_dict
+from ..group_store import GroupStore
+from ..offsets import OffsetHooks
+from ..records import Record
+from ..validation import check_group_id, check_partition, check_topic_id, invalid
 
 __all__ = ["ConsumerGroupDescription", "ConsumerMemberDescription", "check_heartbeat", "describe", "describe_classic_form",
            "validate_offset_commit", "validate_offset_fetch", "deletion_records"]

@@ -23,12 +23,12 @@ import uuid
 from collections import Counter
 from typing import Callable
 
-from ..clock import Clock
-from ..errors import Errors, ShareError
+from ...clock import Clock
+from ...errors import Errors, ShareError
 from .assignor import simple_assign
 from .config import GroupConfig
 from .group import ShareGroup, assignment_dict, has_stale_topics
-from .group_store import GroupStore
+from ..group_store import GroupStore
 from .partition_lifecycle import PartitionStateLifecycle
 from .record_helpers import (
     creation_records,
@@ -39,9 +39,9 @@ from .record_helpers import (
     target_member_record,
     topic_cleanup_records,
 )
-from .records import Record, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue
-from .responses import HeartbeatResult
-from .topics import TopicInfo, TopicsLookup, metadata_hash
+from ..records import Record, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue
+from ..responses import HeartbeatResult
+from ..topics import TopicInfo, TopicsLookup, metadata_hash
 
 __all__ = ["Membership"]
 

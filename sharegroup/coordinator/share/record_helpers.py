@@ -20,7 +20,7 @@ from .group import (
     partition_metadata_value,
     restrict_to_initialized,
 )
-from .records import (
+from ..records import (
     Record,
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
@@ -33,7 +33,7 @@ from .records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
-from .topics import TopicInfo
+from ..topics import TopicInfo
 
 __all__ = [
     "creation_records",

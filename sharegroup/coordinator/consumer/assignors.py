@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from typing import Callable, Collection, Mapping
 
-from .assignor import _assign_pool
+from ..share.assignor import _assign_pool
 
 __all__ = ["ASSIGNORS", "DEFAULT_ASSIGNORS", "range_assign", "uniform_assign"]
 

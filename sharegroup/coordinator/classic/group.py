@@ -12,7 +12,7 @@ assignment of the current generation and, while a request is parked, the future 
 Static members (KIP-345) are indexed by `group.instance.id`. Pending members got a member id from
 MEMBER_ID_REQUIRED and have not joined with it yet.
 
-Only a stored generation is persisted (`snapshot()` -> GroupMetadataValue, see classic_records.py);
+Only a stored generation is persisted (`snapshot()` -> GroupMetadataValue, see records.py);
 `from_record` rebuilds a group from it at load time, Stable with its members or Empty.
 """
 
@@ -23,7 +23,7 @@ from collections import Counter
 from enum import Enum
 from typing import Any, Iterable
 
-from .classic_records import (
+from .records import (
     ClassicMemberMetadata,
     GroupMetadataKey,
     GroupMetadataValue,

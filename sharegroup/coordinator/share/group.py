@@ -13,8 +13,8 @@ from collections import Counter
 from enum import Enum
 from typing import Iterable, NamedTuple
 
-from .deadlines import Deadlines
-from .records import (
+from ..deadlines import Deadlines
+from ..records import (
     Record,
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupMemberMetadataKey,

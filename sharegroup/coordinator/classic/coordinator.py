@@ -1,7 +1,7 @@
 """The GroupCoordinator's methods for classic groups and committed offsets (a base class of it).
 
 Every method validates its arguments (malformed input is INVALID_REQUEST, a missing group id
-INVALID_GROUP_ID), takes the group's lock, and leaves the work to `classic_protocol.ClassicGroups`
+INVALID_GROUP_ID), takes the group's lock, and leaves the work to `protocol.ClassicGroups`
 (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, DeleteGroups) and
 `offsets.CommittedOffsets` (OffsetCommit, OffsetFetch, OffsetDelete, retention). A JoinGroup or
 SyncGroup that must wait for the rest of the group waits outside the lock.
@@ -17,11 +17,11 @@ import asyncio
 import logging
 from typing import Any, Iterable, Mapping
 
-from ..errors import Errors, ShareError
-from ..types import is_plain_int
-from .classic_group import ClassicGroup, ClassicGroupState
-from .classic_protocol import ClassicGroups, JoinRequest
-from .classic_responses import (
+from ...errors import Errors, ShareError
+from ...types import is_plain_int
+from .group import ClassicGroup, ClassicGroupState
+from .protocol import ClassicGroups, JoinRequest
+from .responses import (
     ClassicGroupDescription,
     CommittedOffset,
     GroupListing,
@@ -29,9 +29,9 @@ from .classic_responses import (
     LeaveMemberResult,
     SyncGroupResult,
 )
-from .classic_timers import ClassicTimers
-from .offsets import CommitRequest, CommittedOffsets, OffsetHooks
-from .validation import invalid
+from .timers import ClassicTimers
+from ..offsets import CommitRequest, CommittedOffsets, OffsetHooks
+from ..validation import invalid
 
 __all__ = ["ClassicGroupsApi", "CommitRequest", "OffsetHooks"]
 

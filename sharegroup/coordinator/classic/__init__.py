@@ -1,0 +1,1 @@
+"""Classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups) and their embedded consumer protocol."""
