@@ -18,7 +18,8 @@ from .coordinator import PERSISTER_ATTEMPTS, GroupCoordinator
 from .share.group import GroupState
 from .listener import GroupListener
 from .records import MemoryRecordSink, Record, RecordSink
-from .responses import GroupDescription, HeartbeatResult, MemberDescription, OffsetInfo
+from .responses import HeartbeatResult
+from .share.responses import GroupDescription, MemberDescription, OffsetInfo
 from .topics import InMemoryTopics, TopicInfo, TopicsLookup
 
 __all__ = [

@@ -49,7 +49,8 @@ from .share.heartbeat import Membership
 from .listener import GroupListener
 from .share.partition_lifecycle import PERSISTER_ATTEMPTS, PartitionStateLifecycle
 from .records import MemoryRecordSink, Record, RecordSink
-from .responses import GroupDescription, HeartbeatResult, OffsetInfo
+from .responses import HeartbeatResult
+from .share.responses import GroupDescription, OffsetInfo
 from .topics import TopicsLookup
 from .validation import (
     check_group_id,

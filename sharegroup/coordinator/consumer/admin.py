@@ -23,7 +23,7 @@ from .records import (
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from ..share.group import assignment_dict
+from ..assignment import assignment_dict
 from ..group_store import GroupStore
 from ..offsets import OffsetHooks
 from ..records import Record

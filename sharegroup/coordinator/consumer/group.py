@@ -31,7 +31,7 @@ from .records import (
     ConsumerGroupTargetAssignmentMetadataKey,
 )
 from ..deadlines import Deadlines
-from ..share.group import Assignment, assignment_from_tuple, assignment_tuple
+from ..assignment import Assignment, assignment_from_tuple, assignment_tuple
 from ..records import Record
 
 __all__ = ["ConsumerGroup", "ConsumerGroupMember", "ConsumerGroupState", "MemberState", "LEAVE_STATIC_EPOCH"]

@@ -44,7 +44,7 @@ from .records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from ..share.group import Assignment, assignment_dict, assignment_tuple
+from ..assignment import Assignment, assignment_dict, assignment_tuple
 from ..group_store import GroupStore
 from ..records import Record
 from ..responses import HeartbeatResult

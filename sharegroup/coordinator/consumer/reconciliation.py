@@ -15,7 +15,7 @@ import uuid
 from typing import Callable, Mapping, NamedTuple
 
 from .group import MemberState
-from ..share.group import Assignment
+from ..assignment import Assignment
 
 __all__ = ["Reconciled", "reconcile"]
 

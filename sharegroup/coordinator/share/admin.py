@@ -15,12 +15,13 @@ import uuid
 from typing import Any, Mapping
 
 from ...errors import Errors, ShareError
-from .group import ShareGroup, TopicEntry, all_partitions_of, assignment_dict
+from ..assignment import assignment_dict
+from .group import ShareGroup, TopicEntry, all_partitions_of
 from ..group_store import GroupStore
 from .partition_lifecycle import PartitionStateLifecycle
 from .record_helpers import creation_records, deletion_records
 from ..records import Record
-from ..responses import GroupDescription, MemberDescription, OffsetInfo
+from .responses import GroupDescription, MemberDescription, OffsetInfo
 from ..topics import TopicInfo, TopicsLookup
 from ..validation import check_partition, check_topic_id, invalid
 

@@ -27,7 +27,8 @@ from ...clock import Clock
 from ...errors import Errors, ShareError
 from .assignor import simple_assign
 from .config import GroupConfig
-from .group import ShareGroup, assignment_dict, has_stale_topics
+from ..assignment import assignment_dict
+from .group import ShareGroup, has_stale_topics
 from ..group_store import GroupStore
 from .partition_lifecycle import PartitionStateLifecycle
 from .record_helpers import (
@@ -39,7 +40,8 @@ from .record_helpers import (
     target_member_record,
     topic_cleanup_records,
 )
-from ..records import Record, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue
+from ..records import Record
+from .records import ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue
 from ..responses import HeartbeatResult
 from ..topics import TopicInfo, TopicsLookup, metadata_hash
 

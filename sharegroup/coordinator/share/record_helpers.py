@@ -11,17 +11,16 @@ from __future__ import annotations
 import logging
 import uuid
 
+from ..assignment import Assignment, assignment_tuple
 from .group import (
     NEW_GROUP_EPOCH,
-    Assignment,
     ShareGroup,
     TopicEntry,
-    assignment_tuple,
     partition_metadata_value,
     restrict_to_initialized,
 )
-from ..records import (
-    Record,
+from ..records import Record
+from .records import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataKey,
