@@ -89,11 +89,6 @@ class GroupStore:
             check_group_type(group, kind)
         return group
 
-    def group_type(self, group_id: str) -> str | None:
-        """"share", "consumer", ... or None for an unknown group id."""
-        group = self.groups.get(group_id)
-        return None if group is None else GROUP_TYPE_NAMES.get(type(group), type(group).__name__)
-
     async def commit(self, records: list[Record]) -> None:
         """Append `records` to the sink and, once that succeeded, apply them. Nothing changes on failure."""
         if not records:

@@ -229,7 +229,7 @@ class ShareServices:
                 continue  # re-opened on a newer connection: that one owns it now
             del self._session_connection[key]
             if self.manager.sessions.get(*key) is not None:
-                await self.manager.member_left(*key)
+                await self.manager.on_member_left(*key)
 
     def log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start_offset: int) -> None:
         """Retention moved a log start: push it into the loaded share-partitions of that partition."""

@@ -158,9 +158,6 @@ class ClassicGroup:
         """A group that only stores offsets (created by an OffsetCommit, never joined)."""
         return self.protocol_type in (None, "")
 
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def static_member_id(self, group_instance_id: str | None) -> str | None:
         return None if group_instance_id is None else self.static_members.get(group_instance_id)
 
