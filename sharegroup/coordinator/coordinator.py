@@ -38,7 +38,6 @@ from .classic.responses import (
     SyncGroupResult,
 )
 from .consumer.admin import (
-    ConsumerGroupDescription,
     check_heartbeat,
     consumer_offset_hooks,
     deletion_records,
@@ -50,6 +49,7 @@ from .consumer.admin import (
 from .consumer.config import ConsumerGroupConfig
 from .consumer.group import ConsumerGroup
 from .consumer.heartbeat import ConsumerMembership
+from .consumer.responses import ConsumerGroupDescription
 from .group_store import GroupStore
 from .listener import GroupListener
 from .offsets import CommitRequest, CommittedOffsets

@@ -23,6 +23,7 @@ from collections import Counter
 from enum import Enum
 from typing import Any, Iterable
 
+from .consumer_protocol import subscribed_topics
 from .records import (
     ClassicMemberMetadata,
     GroupMetadataKey,
@@ -30,7 +31,6 @@ from .records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from .consumer_protocol import subscribed_topics
 
 __all__ = [
     "ClassicGroup",

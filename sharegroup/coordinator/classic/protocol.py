@@ -25,6 +25,8 @@ import uuid
 
 from ...clock import Clock
 from ...errors import Errors, ShareError
+from ..group_store import GroupStore
+from ..records import Record
 from .config import ClassicGroupConfig
 from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicGroupMember, ClassicGroupState
 from .rebalance import Rebalancer, new_future, store_error
@@ -38,8 +40,6 @@ from .responses import (
     SyncGroupResult,
 )
 from .timers import ClassicTimers
-from ..group_store import GroupStore
-from ..records import Record
 
 __all__ = ["ClassicGroups", "JoinRequest"]
 

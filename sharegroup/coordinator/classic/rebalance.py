@@ -21,13 +21,13 @@ import logging
 
 from ...clock import Clock
 from ...errors import Errors, ShareError
+from ..group_store import GroupStore
+from ..records import Record
 from .config import ClassicGroupConfig
 from .group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from .records import GroupMetadataKey
 from .responses import JoinedMember, JoinGroupResult, SyncGroupResult
 from .timers import ClassicTimers
-from ..group_store import GroupStore
-from ..records import Record
 
 __all__ = ["Rebalancer", "store_error"]
 

@@ -26,6 +26,11 @@ from typing import Callable, Mapping, NamedTuple
 
 from ...clock import Clock
 from ...errors import Errors, ShareError
+from ..assignment import Assignment, assignment_dict, assignment_tuple
+from ..group_store import GroupStore
+from ..records import Record
+from ..responses import HeartbeatResult
+from ..topics import TopicInfo, TopicsLookup, metadata_hash
 from .assignors import ASSIGNORS
 from .config import ConsumerGroupConfig
 from .group import LEAVE_STATIC_EPOCH, ConsumerGroup, ConsumerGroupMember, MemberState
@@ -44,11 +49,6 @@ from .records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from ..assignment import Assignment, assignment_dict, assignment_tuple
-from ..group_store import GroupStore
-from ..records import Record
-from ..responses import HeartbeatResult
-from ..topics import TopicInfo, TopicsLookup, metadata_hash
 
 __all__ = ["ConsumerHeartbeat", "ConsumerMembership", "REGEX_REFRESH_INTERVAL_MS"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import uuid
 from typing import Callable, Mapping, NamedTuple
 
-from .group import MemberState
 from ..assignment import Assignment
+from .group import MemberState
 
 __all__ = ["Reconciled", "reconcile"]
 

@@ -12,6 +12,8 @@ import logging
 import uuid
 
 from ..assignment import Assignment, assignment_tuple
+from ..records import Record
+from ..topics import TopicInfo
 from .group import (
     NEW_GROUP_EPOCH,
     ShareGroup,
@@ -19,7 +21,6 @@ from .group import (
     partition_metadata_value,
     restrict_to_initialized,
 )
-from ..records import Record
 from .records import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
@@ -32,7 +33,6 @@ from .records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
-from ..topics import TopicInfo
 
 __all__ = [
     "creation_records",
