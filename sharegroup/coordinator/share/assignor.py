@@ -3,7 +3,7 @@ several members when members outnumber partitions (KIP-932).
 
 Homogeneous subscriptions (every member subscribes to the same assignable topics) are balanced over the
 pool of all their partitions; heterogeneous ones are balanced topic by topic among the members
-subscribed to each topic. Within one pool of P partitions and M members:
+subscribed to each topic. Within one pool of P partitions and M members (`assignment.balance_pool`):
 
 - every partition is held by `sharing = ceil(M / P)` members, so `sharing * P` slots are handed out;
 - each member's quota is the floor or the ceiling of `sharing * P / M`; the larger quotas go to the
