@@ -11,9 +11,9 @@ import asyncio
 from persister import InMemoryPersister
 from sharegroup import Errors, ManualClock
 from sharegroup.coordinator import GroupCoordinator, InMemoryTopics, MemoryRecordSink
-from sharegroup.coordinator.classic_config import ClassicGroupConfig
-from sharegroup.coordinator.classic_responses import JoinGroupResult, SyncGroupResult
-from sharegroup.coordinator.consumer_protocol import encode_subscription
+from sharegroup.coordinator.classic.config import ClassicGroupConfig
+from sharegroup.coordinator.classic.responses import JoinGroupResult, SyncGroupResult
+from sharegroup.coordinator.classic.consumer_protocol import encode_subscription
 
 G = "cg"
 SESSION_MS = 10_000

@@ -7,15 +7,15 @@ import asyncio
 
 import pytest
 
-from sharegroup.coordinator.classic_config import ClassicGroupConfig
-from sharegroup.coordinator.classic_records import (
+from sharegroup.coordinator.classic.config import ClassicGroupConfig
+from sharegroup.coordinator.classic.records import (
     ClassicMemberMetadata,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from sharegroup.coordinator.consumer_protocol import (
+from sharegroup.coordinator.classic.consumer_protocol import (
     decode_assignment,
     encode_assignment,
     encode_subscription,

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from sharegroup.coordinator.consumer_protocol import decode_assignment, subscribed_topics
+from sharegroup.coordinator.classic.consumer_protocol import decode_assignment, subscribed_topics
 from sharegroup.server.codec import build, request_class
 from tests.consumer_group_env import T1, T2, ConsumerEnv
 from tests.server_harness import BrokerThread

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from sharegroup.coordinator import GroupCoordinator
-from sharegroup.coordinator.classic_config import ClassicGroupConfig
+from sharegroup.coordinator.classic.config import ClassicGroupConfig
 from sharegroup.coordinator.offsets import CommitRequest
 from sharegroup.server.codec import build, request_class
 from tests.consumer_group_env import G, T1, T2, ConsumerEnv

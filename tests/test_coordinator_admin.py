@@ -21,7 +21,7 @@ from sharegroup.coordinator import (
     OffsetInfo,
     TopicInfo,
 )
-from sharegroup.coordinator.records import (
+from sharegroup.coordinator.share.records import (
     ShareGroupMetadataKey,
     ShareGroupStatePartitionMetadataKey,
     TopicMetadata,

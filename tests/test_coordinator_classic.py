@@ -9,7 +9,7 @@ import pytest
 
 from sharegroup import Errors, ShareError
 from sharegroup.coordinator import MemoryRecordSink
-from sharegroup.coordinator.classic_records import GroupMetadataKey
+from sharegroup.coordinator.classic.records import GroupMetadataKey
 from tests.classic_env import DELAY_MS, G, REBALANCE_MS, SESSION_MS, ClassicEnv, protocols
 
 

@@ -20,8 +20,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from persister import InMemoryPersister
 from sharegroup import Errors, ManualClock
 from sharegroup.coordinator import GroupCoordinator, InMemoryTopics, MemoryRecordSink
-from sharegroup.coordinator.classic_config import ClassicGroupConfig
-from sharegroup.coordinator.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
+from sharegroup.coordinator.classic.config import ClassicGroupConfig
+from sharegroup.coordinator.classic.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
 
 G = "g"
 CLIENTS = [f"c{i}" for i in range(5)]

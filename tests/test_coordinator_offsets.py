@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from sharegroup import Errors, ShareError
-from sharegroup.coordinator.classic_records import OffsetCommitKey, OffsetCommitValue
-from sharegroup.coordinator.classic_responses import CommittedOffset
+from sharegroup.coordinator.classic.records import OffsetCommitKey, OffsetCommitValue
+from sharegroup.coordinator.classic.responses import CommittedOffset
 from sharegroup.coordinator.offsets import CommitRequest, OffsetHooks
 from tests.classic_env import SESSION_MS, G, ClassicEnv, protocols
 

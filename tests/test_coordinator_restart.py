@@ -11,7 +11,7 @@ import pytest
 from persister import InMemoryPersister
 from sharegroup import Errors, ManualClock, ShareError
 from sharegroup.coordinator import GroupConfig, GroupCoordinator, InMemoryTopics, MemoryRecordSink, Record
-from sharegroup.coordinator.records import ShareGroupMetadataKey, ShareGroupMetadataValue
+from sharegroup.coordinator.share.records import ShareGroupMetadataKey, ShareGroupMetadataValue
 
 A = uuid.UUID(int=0xA1)
 B = uuid.UUID(int=0xB2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from sharegroup import Errors
-from sharegroup.coordinator.classic_records import GroupMetadataKey
+from sharegroup.coordinator.classic.records import GroupMetadataKey
 from tests.classic_env import DELAY_MS, G, SESSION_MS, ClassicEnv, protocols
 
 

@@ -65,7 +65,7 @@ MANAGER = sorted((ROOT / "sharegroup" / "manager").glob("*.py"))
 
 
 def test_services_reach_durability_only_through_the_protocol():
-    services = [ROOT / "sharegroup" / "manager" / "share_partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
+    services = [ROOT / "sharegroup" / "manager" / "share_partition.py", *sorted((ROOT / "sharegroup" / "coordinator").rglob("*.py")),
                 *MANAGER]
     for path in services:
         for name in imports_of(path):
@@ -111,7 +111,7 @@ def _is_edge(sub: str) -> bool:
 
 def test_services_never_import_an_edge():
     """Layer 3 (SharePartition, the manager, the group coordinator) never imports layer 4."""
-    services = [ROOT / "sharegroup" / "manager" / "share_partition.py", *sorted((ROOT / "sharegroup" / "coordinator").glob("*.py")),
+    services = [ROOT / "sharegroup" / "manager" / "share_partition.py", *sorted((ROOT / "sharegroup" / "coordinator").rglob("*.py")),
                 *MANAGER]
     for path in services:
         for name in imports_of(path):

@@ -314,7 +314,7 @@ def test_a_fetch_waiting_when_its_member_leaves_answers_session_not_found_withou
             await opened(h, "m1", [(T1, 0)])
             task = asyncio.ensure_future(mgr.share_fetch(fetch_request("m1", 1, max_wait_ms=10_000)))
             await until(lambda: mgr.waiting_fetch_count == 1)
-            await mgr.member_left(GROUP, "m1")
+            await mgr.on_member_left(GROUP, "m1")
             h.append(T1, 0, 2)
             r = await answer(task)
             assert (r.error_code, r.responses) == (Errors.SHARE_SESSION_NOT_FOUND, [])

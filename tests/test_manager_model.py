@@ -110,7 +110,7 @@ async def _scenario(steps) -> None:
             model.expire(h.clock.now_ms())
         elif kind == "leave":
             _k, m = op
-            await mgr.member_left(GROUP, m)
+            await mgr.on_member_left(GROUP, m)
             for key in model.held_by(m):
                 model.give_back(key)
             model.epochs.pop(m, None)
@@ -157,7 +157,7 @@ async def _scenario(steps) -> None:
         _compare(mgr, model)
         mgr._check()
     for m in MEMBERS:
-        await mgr.member_left(GROUP, m)
+        await mgr.on_member_left(GROUP, m)
         for key in model.held_by(m):
             model.give_back(key)
     h.clock.advance(LOCK_MS)

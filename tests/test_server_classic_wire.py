@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharegroup.coordinator.consumer_protocol import encode_assignment, encode_subscription
+from sharegroup.coordinator.classic.consumer_protocol import encode_assignment, encode_subscription
 from sharegroup.server.authorization import AclOperation, ResourceType
 from sharegroup.server.codec import build, request_class
 from tests.server_harness import BrokerThread, RawClient

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from sharegroup.coordinator import GroupConfig
-from sharegroup.coordinator.records import (
-    Record,
+from sharegroup.coordinator.records import Record, TopicPartitions
+from sharegroup.coordinator.share.records import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataKey,
@@ -18,7 +18,6 @@ from sharegroup.coordinator.records import (
     ShareGroupStatePartitionMetadataKey,
     ShareGroupStatePartitionMetadataValue,
     TopicMetadata,
-    TopicPartitions,
 )
 from sharegroup.server.broker_config import ServeConfig
 from sharegroup.server.group_records import FILE_NAME, FileRecordSink

@@ -1,24 +1,36 @@
-"""The group coordinator companion (layer 3): share-group membership by heartbeat, member and group
-epochs, the simple assignor, KIP-848 consumer groups (ConsumerGroupHeartbeat, the uniform and range
-assignors, reconciliation), two-stage initialization and deletion of share-partition state through the
-Persister protocol, group records, and the admin offsets APIs.
+"""The group coordinator companion (layer 3): one `GroupCoordinator` for every group type, as in Kafka.
+
+- `share/`: share groups (KIP-932): membership by heartbeat, member and group epochs, the simple
+  assignor, two-stage initialization and deletion of share-partition state through the Persister
+  protocol, and the share-group admin APIs;
+- `consumer/`: KIP-848 consumer groups (ConsumerGroupHeartbeat, the uniform and range assignors,
+  reconciliation, describe);
+- `classic/`: classic groups (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) and the committed-offsets
+  APIs, a component the GroupCoordinator owns;
+- here, what every group type shares: `coordinator.py` (GroupCoordinator), `group_store.py` (groups
+  moved only by committed records, group locks), `records.py` (Record, RecordSink), `offsets.py`
+  (committed offsets), `assignment.py`, `deadlines.py`, `topics.py`, `listener.py`, `responses.py`,
+  `validation.py`.
 
 It reaches durable share-partition state only through `sharegroup.persistence.Persister`; its own
 records go to a `RecordSink` (`MemoryRecordSink` unless the edges wire a durable one). A
 `GroupListener` learns of members that left and of share-partition state that was reset or deleted.
 """
 
-from .assignor import simple_assign
-from .config import GroupConfig
-from .consumer_admin import ConsumerGroupDescription, ConsumerMemberDescription
-from .consumer_assignors import range_assign, uniform_assign
-from .consumer_config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroupState, MemberState
+from .consumer import (
+    ConsumerGroupConfig,
+    ConsumerGroupDescription,
+    ConsumerGroupState,
+    ConsumerMemberDescription,
+    MemberState,
+    range_assign,
+    uniform_assign,
+)
 from .coordinator import PERSISTER_ATTEMPTS, GroupCoordinator
-from .group import GroupState
 from .listener import GroupListener
 from .records import MemoryRecordSink, Record, RecordSink
-from .responses import GroupDescription, HeartbeatResult, MemberDescription, OffsetInfo
+from .responses import HeartbeatResult
+from .share import GroupConfig, GroupDescription, GroupState, MemberDescription, OffsetInfo, simple_assign
 from .topics import InMemoryTopics, TopicInfo, TopicsLookup
 
 __all__ = [

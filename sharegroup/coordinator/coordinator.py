@@ -4,15 +4,16 @@ The public face of the package: it validates every request, takes the group's lo
 group's overdue members, runs the operation, and tells the optional `GroupListener` what changed once
 the lock is released. The work itself lives with what it concerns:
 
-- `heartbeat.py`: joins, heartbeats, leaves, session expiry, the target assignment;
-- `consumer_heartbeat.py`, `consumer_admin.py`: the same for KIP-848 consumer groups (a group id has one
+- `share/heartbeat.py`: joins, heartbeats, leaves, session expiry, the target assignment;
+- `consumer/heartbeat.py`, `consumer/admin.py`: the same for KIP-848 consumer groups (a group id has one
   type; a request of the other type gets GROUP_ID_NOT_FOUND), with describe and the offset-commit checks;
-- `admin.py`: describe, alter and delete offsets, delete group;
-- `classic_api.py` (a base class): classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-  DescribeGroups, ListGroups) and committed offsets (OffsetCommit, OffsetFetch, OffsetDelete);
-- `partition_lifecycle.py`: two-stage initialization and deletion of share-partition state through
+- `share/admin.py`: describe, alter and delete offsets, delete group;
+- `classic/coordinator.py` (`ClassicCoordinator`, a component this class owns and delegates to):
+  classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups) and committed offsets
+  (OffsetCommit, OffsetFetch, OffsetDelete, retention);
+- `share/partition_lifecycle.py`: two-stage initialization and deletion of share-partition state through
   the Persister protocol;
-- `group_store.py` (groups moved only by committed records, group locks) and `record_helpers.py`
+- `group_store.py` (groups moved only by committed records, group locks) and `share/record_helpers.py`
   (the record lists that change a group).
 """
 
@@ -25,14 +26,18 @@ from typing import Callable, Iterable, Mapping
 from ..clock import Clock, SystemClock
 from ..errors import Errors, ShareError
 from ..persistence import Persister
-from .admin import ShareGroupAdmin, check_offsets_request
-from .classic_api import ClassicGroupsApi
-from .classic_records import OffsetCommitKey
-from .classic_responses import ClassicGroupDescription, GroupListing
-from .classic_config import ClassicGroupConfig
-from .config import GroupConfig
-from .consumer_admin import (
-    ConsumerGroupDescription,
+from .classic.config import ClassicGroupConfig
+from .classic.coordinator import ClassicCoordinator
+from .classic.records import OffsetCommitKey
+from .classic.responses import (
+    ClassicGroupDescription,
+    CommittedOffset,
+    GroupListing,
+    JoinGroupResult,
+    LeaveMemberResult,
+    SyncGroupResult,
+)
+from .consumer.admin import (
     check_heartbeat,
     consumer_offset_hooks,
     deletion_records,
@@ -41,15 +46,20 @@ from .consumer_admin import (
     validate_offset_commit,
     validate_offset_fetch,
 )
-from .consumer_config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroup
-from .consumer_heartbeat import ConsumerMembership
+from .consumer.config import ConsumerGroupConfig
+from .consumer.group import ConsumerGroup
+from .consumer.heartbeat import ConsumerMembership
+from .consumer.responses import ConsumerGroupDescription
 from .group_store import GroupStore
-from .heartbeat import Membership
 from .listener import GroupListener
-from .partition_lifecycle import PERSISTER_ATTEMPTS, PartitionStateLifecycle
+from .offsets import CommitRequest, CommittedOffsets
 from .records import MemoryRecordSink, Record, RecordSink
-from .responses import GroupDescription, HeartbeatResult, OffsetInfo
+from .responses import HeartbeatResult
+from .share.admin import ShareGroupAdmin, check_offsets_request
+from .share.config import GroupConfig
+from .share.heartbeat import Membership
+from .share.partition_lifecycle import PERSISTER_ATTEMPTS, PartitionStateLifecycle
+from .share.responses import GroupDescription, OffsetInfo
 from .topics import TopicsLookup
 from .validation import (
     check_group_id,
@@ -67,7 +77,7 @@ __all__ = ["GroupCoordinator", "PERSISTER_ATTEMPTS"]
 log = logging.getLogger(__name__)
 
 
-class GroupCoordinator(ClassicGroupsApi):
+class GroupCoordinator:
     """Share-group membership, the simple assignor, share-partition initialization/deletion and the
     admin offsets APIs, classic groups and committed offsets; see the module docstring."""
 
@@ -118,8 +128,8 @@ class GroupCoordinator(ClassicGroupsApi):
             raise TypeError(f"consumer_config must be a ConsumerGroupConfig, got {consumer_config!r}")
         self._consumer_config = consumer_config
         self._consumer = ConsumerMembership(self._store, topics, clock, consumer_config, consumer_group_timing)
-        self._init_classic(classic_config)
-        self._offsets.register("consumer", consumer_offset_hooks(self._store))
+        self._classic = ClassicCoordinator(self._store, clock, classic_config)
+        self._classic.offsets.register("consumer", consumer_offset_hooks(self._store))
 
     # -- properties --------------------------------------------------------------------------------
 
@@ -136,6 +146,15 @@ class GroupCoordinator(ClassicGroupsApi):
         return self._consumer_config
 
     @property
+    def classic_config(self) -> ClassicGroupConfig:
+        return self._classic.config
+
+    @property
+    def offsets(self) -> CommittedOffsets:
+        """The committed-offsets service; other group types `register` their OffsetHooks on it."""
+        return self._classic.offsets
+
+    @property
     def group_ids(self) -> list[str]:
         """The ids of the share groups (what the share-group admin APIs serve)."""
         return sorted(g for g, group in self._store.groups.items() if not isinstance(group, ConsumerGroup))
@@ -144,10 +163,9 @@ class GroupCoordinator(ClassicGroupsApi):
         """Every group id with its type ("share", "consumer", ...), sorted by id."""
         return {g: self._store.group_type(g) or "" for g in sorted(self._store.groups)}
 
-    def _extra_listings(self) -> list[GroupListing]:
-        """ListGroups' entries of KIP-848 consumer groups (type "consumer", protocol type "consumer")."""
-        return [GroupListing(g, "consumer", "consumer", str(group.state))
-                for g, group in self._store.groups.items() if isinstance(group, ConsumerGroup)]
+    def group_type(self, group_id: str) -> str | None:
+        """"classic", "share" or "consumer" of an existing group; None when missing."""
+        return self._store.group_type(group_id)
 
     def is_consumer_group(self, group_id: str) -> bool:
         """Whether `group_id` is a KIP-848 consumer group."""
@@ -166,7 +184,7 @@ class GroupCoordinator(ClassicGroupsApi):
         share_ms = self._config.session_timeout_ms
         self._store.load(lambda group: now_ms + (self._consumer.timing(group.group_id)[0]
                                                  if isinstance(group, ConsumerGroup) else share_ms), now_ms)
-        self._load_classic()
+        self._classic.on_loaded()
         self._consumer.on_loaded(now_ms)
 
     # -- ShareGroupHeartbeat and sessions ------------------------------------------------------------
@@ -181,7 +199,7 @@ class GroupCoordinator(ClassicGroupsApi):
         client_id: str = "",
         client_host: str = "",
     ) -> HeartbeatResult:
-        """Join (epoch 0), leave (epoch -1) or heartbeat (the member's epoch); see `heartbeat.py`.
+        """Join (epoch 0), leave (epoch -1) or heartbeat (the member's epoch); see `share/heartbeat.py`.
 
         Raises ShareError: INVALID_REQUEST (malformed), GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID,
         FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED, or a record sink failure. A leave, and members
@@ -257,7 +275,7 @@ class GroupCoordinator(ClassicGroupsApi):
         topic_authorized: Callable[[str], bool] | None = None,
     ) -> HeartbeatResult:
         """ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1) or static leave (-2) of a
-        KIP-848 consumer group member; see `consumer_heartbeat.py`. None means "unchanged" for the
+        KIP-848 consumer group member; see `consumer/heartbeat.py`. None means "unchanged" for the
         optional fields; `owned_topic_partitions` is what the member owns (None: not reported). In v0
         (`api_version` 0) an empty member id on a join gets one generated. `topic_authorized(name)`, when
         given, says whether the member may DESCRIBE a topic: a regex this heartbeat resolves matches only
@@ -289,8 +307,8 @@ class GroupCoordinator(ClassicGroupsApi):
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[ClassicGroupDescription]:
         """DescribeGroups: classic groups as they are, KIP-848 consumer groups in classic form (see
-        `consumer_admin.describe_classic_form`), GROUP_ID_NOT_FOUND (state Dead) for the rest."""
-        described = super().describe_groups(group_ids)
+        `consumer/admin.describe_classic_form`), GROUP_ID_NOT_FOUND (state Dead) for the rest."""
+        described = self._classic.describe_groups(group_ids)
         return [describe_classic_form(self._store, d.group_id, self._consumer_config.default_assignor,
                                       self._topic_name)
                 if self.is_consumer_group(d.group_id) else d for d in described]
@@ -302,10 +320,10 @@ class GroupCoordinator(ClassicGroupsApi):
         return info.name if info is not None and info.topic_id == topic_id else None
 
     async def expire_offsets(self) -> int:
-        """One retention pass (see `ClassicGroupsApi.expire_offsets`); then, as Kafka's periodic group
+        """One retention pass (see `ClassicCoordinator.expire_offsets`); then, as Kafka's periodic group
         cleanup does, every KIP-848 consumer group that is empty and holds no committed offsets any more
         is deleted (its records tombstoned). Returns how many offsets expired."""
-        expired = await super().expire_offsets()
+        expired = await self._classic.expire_offsets()
         for group_id in sorted(g for g, group in self._store.groups.items() if isinstance(group, ConsumerGroup)):
             async with self._store.locks.hold(group_id):
                 await self._consumer.expire_group(group_id, self._clock.now_ms())
@@ -327,6 +345,78 @@ class GroupCoordinator(ClassicGroupsApi):
         STALE_MEMBER_EPOCH)."""
         self._store.check_loaded()
         validate_offset_fetch(self._store, group_id, member_id, member_epoch)
+
+    # -- classic groups and committed offsets: delegated to the ClassicCoordinator -------------------
+
+    async def join_group(self, group_id: str, member_id: str, protocol_type: str,
+                         protocols: Iterable[tuple[str, bytes]], session_timeout_ms: int,
+                         rebalance_timeout_ms: int = -1, group_instance_id: str | None = None,
+                         client_id: str = "", client_host: str = "",
+                         require_known_member_id: bool = True) -> JoinGroupResult:
+        """JoinGroup; see `ClassicCoordinator.join_group`."""
+        return await self._classic.join_group(group_id, member_id, protocol_type, protocols, session_timeout_ms,
+                                              rebalance_timeout_ms, group_instance_id, client_id, client_host,
+                                              require_known_member_id)
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         assignments: Mapping[str, bytes] | None = None, group_instance_id: str | None = None,
+                         protocol_type: str | None = None, protocol_name: str | None = None) -> SyncGroupResult:
+        """SyncGroup; see `ClassicCoordinator.sync_group`."""
+        return await self._classic.sync_group(group_id, generation_id, member_id, assignments, group_instance_id,
+                                              protocol_type, protocol_name)
+
+    async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                        group_instance_id: str | None = None) -> Errors:
+        """The classic Heartbeat; see `ClassicCoordinator.heartbeat`."""
+        return await self._classic.heartbeat(group_id, generation_id, member_id, group_instance_id)
+
+    async def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]) -> list[LeaveMemberResult]:
+        """LeaveGroup of one or more members (by member id, or by group instance id)."""
+        return await self._classic.leave_group(group_id, members)
+
+    async def offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                            partitions: Iterable[CommitRequest], group_instance_id: str | None = None,
+                            api_version: int = 9, retention_ms: int = -1) -> dict[tuple[str, int], Errors]:
+        """OffsetCommit; see `ClassicCoordinator.offset_commit`."""
+        return await self._classic.offset_commit(group_id, generation_id, member_id, partitions, group_instance_id,
+                                                 api_version, retention_ms)
+
+    async def offset_fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
+                           member_id: str | None = None, member_epoch: int = -1,
+                           require_stable: bool = False) -> dict[tuple[str, int], CommittedOffset]:
+        """OffsetFetch of the partitions asked (None: every committed offset of the group)."""
+        return await self._classic.offset_fetch(group_id, partitions, member_id, member_epoch, require_stable)
+
+    async def offset_delete(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Errors]:
+        """OffsetDelete; see `ClassicCoordinator.offset_delete`."""
+        return await self._classic.offset_delete(group_id, partitions)
+
+    async def delete_topic_offsets(self, topic: str) -> int:
+        """A topic was deleted: every group's committed offsets of it go too; returns how many."""
+        return await self._classic.delete_topic_offsets(topic)
+
+    async def run_timers(self) -> int:
+        """Handle every classic-group deadline due now; see `ClassicCoordinator.run_timers`."""
+        return await self._classic.run_timers()
+
+    async def wait_for_timers(self) -> None:
+        """Return once a classic-group deadline is due."""
+        await self._classic.wait_for_timers()
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[GroupListing]:
+        """ListGroups: every group with its type, protocol type and state; `states` and `types` filter
+        case-insensitively, states also ignoring surrounding blanks (empty: all)."""
+        self._store.check_loaded()
+        state_filter = {s.lower().strip() for s in states}  # Kafka trims the states too
+        type_filter = {t.lower() for t in types}
+        listings = self._classic.listings()
+        listings += [GroupListing(g, "share", "share", str(group.state)) for g, group in self._store.groups.items()
+                     if self._store.group_type(g) == "share"]
+        listings += [GroupListing(g, "consumer", "consumer", str(group.state))
+                     for g, group in self._store.groups.items() if isinstance(group, ConsumerGroup)]
+        return sorted((entry for entry in listings
+                       if (not state_filter or entry.state.lower() in state_filter)
+                       and (not type_filter or entry.group_type in type_filter)), key=lambda e: e.group_id)
 
     # -- admin APIs ----------------------------------------------------------------------------------
 
@@ -407,8 +497,7 @@ class GroupCoordinator(ClassicGroupsApi):
             raise ShareError(Errors.INVALID_GROUP_ID, f"The group id must be a string, got {group_id!r}.")
         self._store.check_loaded()
         if self._store.group_type(group_id) == "classic":
-            async with self._store.locks.hold(group_id):
-                await self._delete_classic_group(group_id)
+            await self._classic.delete_group(group_id)
             return
         if self.is_consumer_group(group_id):
             async with self._store.locks.hold(group_id):
@@ -473,7 +562,7 @@ class GroupCoordinator(ClassicGroupsApi):
         for group_id, group in self._store.groups.items():
             assert group.group_id == group_id
             group._check(self._consumer_config.max_size if isinstance(group, ConsumerGroup) else self._config.max_size)
-        self._check_classic()
+        self._classic.check()
         if replay:
             assert self._store.dump() == self._store.replayed_dump(), "replay differs"
             assert self._store.classic_dump() == self._store.replayed_classic_dump(), "classic replay differs"

@@ -13,12 +13,13 @@ import asyncio
 from typing import Any, Callable
 
 from ..errors import Errors, ShareError
-from .classic_group import ClassicGroup, replay_classic_record
-from .classic_records import CLASSIC_VALUE_TYPES
-from .consumer_group import ConsumerGroup
-from .consumer_records import CONSUMER_VALUE_TYPES, ConsumerGroupMetadataKey
-from .group import ShareGroup
-from .records import Record, RecordSink, ShareGroupMetadataKey, VALUE_TYPES
+from .classic.group import ClassicGroup, replay_classic_record
+from .classic.records import CLASSIC_VALUE_TYPES
+from .consumer.group import ConsumerGroup
+from .consumer.records import CONSUMER_VALUE_TYPES, ConsumerGroupMetadataKey
+from .records import Record, RecordSink
+from .share.group import ShareGroup
+from .share.records import SHARE_VALUE_TYPES, ShareGroupMetadataKey
 
 __all__ = ["GroupLocks", "GroupStore", "replay_into"]
 
@@ -26,7 +27,7 @@ __all__ = ["GroupLocks", "GroupStore", "replay_into"]
 # serves every type, a group id belongs to one type (the
 # type of the records that created it). The group metadata tombstone of a type deletes the group.
 GROUP_TYPE_OF_KEY: dict[type, type] = {
-    **{key: ShareGroup for key in VALUE_TYPES if key not in CLASSIC_VALUE_TYPES},
+    **{key: ShareGroup for key in SHARE_VALUE_TYPES},
     **{key: ConsumerGroup for key in CONSUMER_VALUE_TYPES},
 }
 GROUP_DELETING_KEYS: frozenset[type] = frozenset({ShareGroupMetadataKey, ConsumerGroupMetadataKey})
@@ -87,11 +88,6 @@ class GroupStore:
         if group is not None:
             check_group_type(group, kind)
         return group
-
-    def group_type(self, group_id: str) -> str | None:
-        """"share", "consumer", ... or None for an unknown group id."""
-        group = self.groups.get(group_id)
-        return None if group is None else GROUP_TYPE_NAMES.get(type(group), type(group).__name__)
 
     async def commit(self, records: list[Record]) -> None:
         """Append `records` to the sink and, once that succeeded, apply them. Nothing changes on failure."""

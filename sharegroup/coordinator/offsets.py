@@ -31,9 +31,9 @@ from typing import Callable, Iterable, NamedTuple
 
 from ..clock import Clock
 from ..errors import Errors, ShareError
-from .classic_config import ClassicGroupConfig
-from .classic_records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
-from .classic_responses import CommittedOffset
+from .classic.config import ClassicGroupConfig
+from .classic.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from .classic.responses import CommittedOffset
 from .group_store import GroupStore
 from .records import Record
 

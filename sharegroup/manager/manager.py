@@ -211,14 +211,11 @@ class SharePartitionManager:
                     log.warning("log start move of %s-%d not applied to %r: %s", topic_id, partition, entry, exc)
                 self._purgatory.wake_share_partition(*entry.key)
 
-    async def member_left(self, group_id: str, member_id: str) -> None:
+    async def on_member_left(self, group_id: str, member_id: str) -> None:
         """The member left or its membership expired: close its session and release its records
         (delivery counts kept, so a member that keeps crashing on a record cannot loop forever)."""
         self._sessions.remove(group_id, member_id)
         await self._release_member(group_id, member_id)
-
-    async def on_member_left(self, group_id: str, member_id: str) -> None:
-        await self.member_left(group_id, member_id)
 
     async def on_group_deleted(self, group_id: str) -> None:
         """Drop the group's share-partitions and sessions (its durable state is gone)."""

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..coordinator.consumer_config import ConsumerGroupConfig
+from ..coordinator.consumer.config import ConsumerGroupConfig
 
 __all__ = [
     "AUTHORIZER_CLASS_NAMES",

@@ -26,7 +26,10 @@ import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..coordinator import classic_records, consumer_records, records as rec
+from ..coordinator import records as rec
+from ..coordinator.classic import records as classic_records
+from ..coordinator.consumer import records as consumer_records
+from ..coordinator.share import records as share_records
 
 __all__ = ["FileRecordSink", "encode_records", "decode_records"]
 
@@ -36,7 +39,9 @@ _MAX_FRAME_BYTES = 64 << 20  # a larger length is corruption, not a record list
 
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (*rec.VALUE_TYPES, *rec.VALUE_TYPES.values(), rec.TopicPartitions, rec.TopicMetadata,
+    for cls in (*share_records.SHARE_VALUE_TYPES, *share_records.SHARE_VALUE_TYPES.values(), rec.TopicPartitions,
+                share_records.TopicMetadata,
+                *classic_records.CLASSIC_VALUE_TYPES, *classic_records.CLASSIC_VALUE_TYPES.values(),
                 *classic_records.NESTED_TYPES,
                 *consumer_records.CONSUMER_VALUE_TYPES, *consumer_records.CONSUMER_VALUE_TYPES.values())
 }

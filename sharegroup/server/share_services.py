@@ -31,7 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..config import BrokerConfig, ShareGroupConfig
 from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
-from ..coordinator.classic_config import ClassicGroupConfig
+from ..coordinator.classic.config import ClassicGroupConfig
 from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
 from .broker_config import ServeConfig, consumer_group_config
@@ -229,7 +229,7 @@ class ShareServices:
                 continue  # re-opened on a newer connection: that one owns it now
             del self._session_connection[key]
             if self.manager.sessions.get(*key) is not None:
-                await self.manager.member_left(*key)
+                await self.manager.on_member_left(*key)
 
     def log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start_offset: int) -> None:
         """Retention moved a log start: push it into the loaded share-partitions of that partition."""

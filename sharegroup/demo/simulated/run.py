@@ -101,7 +101,7 @@ class DemoRun:
 
     async def member_left(self, member_id: str) -> None:
         """A member left or its session ended: the manager releases what it still holds."""
-        await self.manager.member_left(GROUP_ID, member_id)
+        await self.manager.on_member_left(GROUP_ID, member_id)
         self.member_released(member_id)
 
     def member_released(self, member_id: str) -> None:

@@ -9,53 +9,31 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Mapping
 
-from ..errors import Errors, ShareError
-from ..types import is_plain_int
-from .consumer_config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
-from .classic_responses import ClassicGroupDescription, ClassicMemberDescription
-from .consumer_heartbeat import ConsumerHeartbeat
-from .consumer_protocol import encode_assignment, encode_subscription
-from .consumer_records import (
+from ...errors import Errors, ShareError
+from ...types import is_plain_int
+from ..assignment import assignment_dict
+from ..classic.consumer_protocol import encode_assignment, encode_subscription
+from ..classic.responses import ClassicGroupDescription, ClassicMemberDescription
+from ..group_store import GroupStore
+from ..offsets import OffsetHooks
+from ..records import Record
+from ..validation import check_group_id, check_partition, check_topic_id, invalid
+from .config import ConsumerGroupConfig
+from .group import ConsumerGroup, ConsumerGroupMember
+from .heartbeat import ConsumerHeartbeat
+from .records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from .group import assignment_dict
-from .group_store import GroupStore
-from .offsets import OffsetHooks
-from .records import Record
-from .validation import check_group_id, check_partition, check_topic_id, invalid
+from .responses import ConsumerGroupDescription, ConsumerMemberDescription
 
-__all__ = ["ConsumerGroupDescription", "ConsumerMemberDescription", "check_heartbeat", "describe", "describe_classic_form",
-           "validate_offset_commit", "validate_offset_fetch", "deletion_records"]
+__all__ = ["check_heartbeat", "consumer_offset_hooks", "describe", "describe_classic_form", "validate_offset_commit",
+           "validate_offset_fetch", "deletion_records"]
 
 _INT32_MAX = 2**31 - 1
-
-
-class ConsumerMemberDescription(NamedTuple):
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: list[str]
-    subscribed_topic_regex: str | None
-    assignment: dict[uuid.UUID, list[int]]
-    target_assignment: dict[uuid.UUID, list[int]]
-    state: str  # stable, unrevoked_partitions, unreleased_partitions
-
-
-class ConsumerGroupDescription(NamedTuple):
-    group_id: str
-    state: ConsumerGroupState
-    group_epoch: int
-    assignment_epoch: int
-    assignor_name: str
-    members: list[ConsumerMemberDescription]
 
 
 def check_heartbeat(request: Mapping[str, Any], api_version: int, config: ConsumerGroupConfig) -> ConsumerHeartbeat:

@@ -12,7 +12,7 @@ assignment of the current generation and, while a request is parked, the future 
 Static members (KIP-345) are indexed by `group.instance.id`. Pending members got a member id from
 MEMBER_ID_REQUIRED and have not joined with it yet.
 
-Only a stored generation is persisted (`snapshot()` -> GroupMetadataValue, see classic_records.py);
+Only a stored generation is persisted (`snapshot()` -> GroupMetadataValue, see records.py);
 `from_record` rebuilds a group from it at load time, Stable with its members or Empty.
 """
 
@@ -23,14 +23,14 @@ from collections import Counter
 from enum import Enum
 from typing import Any, Iterable
 
-from .classic_records import (
+from .consumer_protocol import subscribed_topics
+from .records import (
     ClassicMemberMetadata,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from .consumer_protocol import subscribed_topics
 
 __all__ = [
     "ClassicGroup",
@@ -157,9 +157,6 @@ class ClassicGroup:
     def is_simple(self) -> bool:
         """A group that only stores offsets (created by an OffsetCommit, never joined)."""
         return self.protocol_type in (None, "")
-
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
 
     def static_member_id(self, group_instance_id: str | None) -> str | None:
         return None if group_instance_id is None else self.static_members.get(group_instance_id)

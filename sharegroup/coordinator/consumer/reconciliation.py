@@ -14,8 +14,8 @@ from __future__ import annotations
 import uuid
 from typing import Callable, Mapping, NamedTuple
 
-from .consumer_group import MemberState
-from .group import Assignment
+from ..assignment import Assignment
+from .group import MemberState
 
 __all__ = ["Reconciled", "reconcile"]
 

@@ -19,7 +19,10 @@ from collections import Counter
 from enum import Enum, IntEnum
 from typing import Iterable
 
-from .consumer_records import (
+from ..assignment import Assignment, assignment_from_tuple, assignment_tuple
+from ..deadlines import Deadlines
+from ..records import Record
+from .records import (
     CONSUMER_VALUE_TYPES,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -30,9 +33,6 @@ from .consumer_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from .deadlines import Deadlines
-from .group import Assignment, assignment_from_tuple, assignment_tuple
-from .records import Record
 
 __all__ = ["ConsumerGroup", "ConsumerGroupMember", "ConsumerGroupState", "MemberState", "LEAVE_STATIC_EPOCH"]
 

@@ -1,6 +1,6 @@
 """The classic group protocol's requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
 DeleteGroups, and the offset checks of classic groups. Callers hold the group's lock; the rebalance
-itself (states, generations, timeouts) is `classic_rebalance.Rebalancer`'s.
+itself (states, generations, timeouts) is `rebalance.Rebalancer`'s.
 
 JoinGroup, as Kafka answers it:
 - a session timeout outside [group.min.session.timeout.ms, group.max.session.timeout.ms] is
@@ -23,13 +23,15 @@ from __future__ import annotations
 import logging
 import uuid
 
-from ..clock import Clock
-from ..errors import Errors, ShareError
-from .classic_config import ClassicGroupConfig
-from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicGroupMember, ClassicGroupState
-from .classic_rebalance import Rebalancer, new_future, store_error
-from .classic_records import GroupMetadataKey, OffsetCommitKey
-from .classic_responses import (
+from ...clock import Clock
+from ...errors import Errors, ShareError
+from ..group_store import GroupStore
+from ..records import Record
+from .config import ClassicGroupConfig
+from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicGroupMember, ClassicGroupState
+from .rebalance import Rebalancer, new_future, store_error
+from .records import GroupMetadataKey, OffsetCommitKey
+from .responses import (
     ClassicGroupDescription,
     ClassicMemberDescription,
     JoinedMember,
@@ -37,9 +39,7 @@ from .classic_responses import (
     LeaveMemberResult,
     SyncGroupResult,
 )
-from .classic_timers import ClassicTimers
-from .group_store import GroupStore
-from .records import Record
+from .timers import ClassicTimers
 
 __all__ = ["ClassicGroups", "JoinRequest"]
 

@@ -14,15 +14,16 @@ import logging
 import uuid
 from typing import Any, Mapping
 
-from ..errors import Errors, ShareError
-from .group import ShareGroup, TopicEntry, all_partitions_of, assignment_dict
-from .group_store import GroupStore
+from ...errors import Errors, ShareError
+from ..assignment import assignment_dict
+from ..group_store import GroupStore
+from ..records import Record
+from ..topics import TopicInfo, TopicsLookup
+from ..validation import check_partition, check_topic_id, invalid
+from .group import ShareGroup, TopicEntry, all_partitions_of
 from .partition_lifecycle import PartitionStateLifecycle
 from .record_helpers import creation_records, deletion_records
-from .records import Record
 from .responses import GroupDescription, MemberDescription, OffsetInfo
-from .topics import TopicInfo, TopicsLookup
-from .validation import check_partition, check_topic_id, invalid
 
 __all__ = ["ShareGroupAdmin", "check_offsets_request"]
 

@@ -8,7 +8,7 @@ A heartbeat commits up to three record lists, each leaving a consistent group:
 2. the target assignment, when the group epoch is ahead of the assignment epoch: the assignor the
    members prefer (or the default) runs over every subscribed topic, and the members whose target
    changed get a record, with the new assignment epoch;
-3. the member's reconciliation to its target (`consumer_reconciliation.py`): partitions it must give
+3. the member's reconciliation to its target (`reconciliation.py`): partitions it must give
    up become pending revocation, partitions it gains are given only once no other member holds them.
 
 A member leaves with epoch -1, or with -2 when static (it keeps its partitions and its place for its
@@ -24,13 +24,18 @@ import re
 import uuid
 from typing import Callable, Mapping, NamedTuple
 
-from ..clock import Clock
-from ..errors import Errors, ShareError
-from .consumer_assignors import ASSIGNORS
-from .consumer_config import ConsumerGroupConfig
-from .consumer_group import LEAVE_STATIC_EPOCH, ConsumerGroup, ConsumerGroupMember, MemberState
-from .consumer_reconciliation import reconcile
-from .consumer_records import (
+from ...clock import Clock
+from ...errors import Errors, ShareError
+from ..assignment import Assignment, assignment_dict, assignment_tuple
+from ..group_store import GroupStore
+from ..records import Record
+from ..responses import HeartbeatResult
+from ..topics import TopicInfo, TopicsLookup, metadata_hash
+from .assignors import ASSIGNORS
+from .config import ConsumerGroupConfig
+from .group import LEAVE_STATIC_EPOCH, ConsumerGroup, ConsumerGroupMember, MemberState
+from .reconciliation import reconcile
+from .records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -44,11 +49,6 @@ from .consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from .group import Assignment, assignment_dict, assignment_tuple
-from .group_store import GroupStore
-from .records import Record
-from .responses import HeartbeatResult
-from .topics import TopicInfo, TopicsLookup, metadata_hash
 
 __all__ = ["ConsumerHeartbeat", "ConsumerMembership", "REGEX_REFRESH_INTERVAL_MS"]
 

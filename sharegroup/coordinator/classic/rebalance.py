@@ -1,7 +1,7 @@
 """The rebalance machinery of classic groups: preparing a rebalance, completing the join phase, storing a
 generation, answering parked requests, and every timeout (Kafka's GroupMetadataManager, classic part).
 
-Timer keys (see classic_timers.py), all carrying the group id second:
+Timer keys (see timers.py), all carrying the group id second:
 - ("join", group_id): the join phase ends — after `group.initial.rebalance.delay.ms` for a group that
   was Empty (extended while new members keep arriving, up to the rebalance timeout), else after the
   longest rebalance timeout of the members;
@@ -19,15 +19,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..clock import Clock
-from ..errors import Errors, ShareError
-from .classic_config import ClassicGroupConfig
-from .classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from .classic_records import GroupMetadataKey
-from .classic_responses import JoinedMember, JoinGroupResult, SyncGroupResult
-from .classic_timers import ClassicTimers
-from .group_store import GroupStore
-from .records import Record
+from ...clock import Clock
+from ...errors import Errors, ShareError
+from ..group_store import GroupStore
+from ..records import Record
+from .config import ClassicGroupConfig
+from .group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from .records import GroupMetadataKey
+from .responses import JoinedMember, JoinGroupResult, SyncGroupResult
+from .timers import ClassicTimers
 
 __all__ = ["Rebalancer", "store_error"]
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 import logging
 import uuid
 
+from ..assignment import Assignment, assignment_tuple
+from ..records import Record
+from ..topics import TopicInfo
 from .group import (
     NEW_GROUP_EPOCH,
-    Assignment,
     ShareGroup,
     TopicEntry,
-    assignment_tuple,
     partition_metadata_value,
     restrict_to_initialized,
 )
 from .records import (
-    Record,
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataKey,
@@ -33,7 +33,6 @@ from .records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
-from .topics import TopicInfo
 
 __all__ = [
     "creation_records",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .consumer_assignors import ASSIGNORS, DEFAULT_ASSIGNORS
+from .assignors import ASSIGNORS, DEFAULT_ASSIGNORS
 
 __all__ = ["ConsumerGroupConfig"]
 

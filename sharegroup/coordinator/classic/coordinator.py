@@ -1,10 +1,12 @@
-"""The GroupCoordinator's methods for classic groups and committed offsets (a base class of it).
+"""ClassicCoordinator: classic groups and committed offsets, a component the GroupCoordinator owns and
+delegates its classic-group and offsets APIs to.
 
 Every method validates its arguments (malformed input is INVALID_REQUEST, a missing group id
-INVALID_GROUP_ID), takes the group's lock, and leaves the work to `classic_protocol.ClassicGroups`
-(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, DeleteGroups) and
-`offsets.CommittedOffsets` (OffsetCommit, OffsetFetch, OffsetDelete, retention). A JoinGroup or
-SyncGroup that must wait for the rest of the group waits outside the lock.
+INVALID_GROUP_ID), takes the group's lock, and leaves the work to `protocol.ClassicGroups`
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, DeleteGroups) and the
+`CommittedOffsets` of `coordinator/offsets.py` (OffsetCommit, OffsetFetch, OffsetDelete, retention),
+which KIP-848 consumer groups share. A JoinGroup or SyncGroup that must wait for the rest of the group
+waits outside the lock.
 
 Group types clash as in Kafka: JoinGroup on a share group id is INCONSISTENT_GROUP_PROTOCOL; SyncGroup,
 Heartbeat and LeaveGroup on a group that is not classic are UNKNOWN_MEMBER_ID; DescribeGroups
@@ -15,13 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
-from ..errors import Errors, ShareError
-from ..types import is_plain_int
-from .classic_group import ClassicGroup, ClassicGroupState
-from .classic_protocol import ClassicGroups, JoinRequest
-from .classic_responses import (
+from ...clock import Clock
+from ...errors import Errors, ShareError
+from ...types import is_plain_int
+from ..group_store import GroupStore
+from ..offsets import CommitRequest, CommittedOffsets, OffsetHooks
+from ..validation import invalid
+from .config import ClassicGroupConfig
+from .group import ClassicGroup, ClassicGroupState
+from .protocol import ClassicGroups, JoinRequest
+from .responses import (
     ClassicGroupDescription,
     CommittedOffset,
     GroupListing,
@@ -29,33 +36,33 @@ from .classic_responses import (
     LeaveMemberResult,
     SyncGroupResult,
 )
-from .classic_timers import ClassicTimers
-from .offsets import CommitRequest, CommittedOffsets, OffsetHooks
-from .validation import invalid
+from .timers import ClassicTimers
 
-__all__ = ["ClassicGroupsApi", "CommitRequest", "OffsetHooks"]
+__all__ = ["ClassicCoordinator"]
 
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
 
 
-def _group_id(group_id: Any) -> str:
+def _group_id(group_id: object) -> str:
     """Kafka refuses only a null or empty group id (INVALID_GROUP_ID); blanks are allowed."""
     if not isinstance(group_id, str) or not group_id:
         raise ShareError(Errors.INVALID_GROUP_ID, f"The group id must not be empty, got {group_id!r}.")
     return group_id
 
 
-def _text(value: Any, name: str, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
+def _text(value: object, name: str) -> str:
     if not isinstance(value, str):
         raise invalid(f"{name} must be a string, got {value!r}.")
     return value
 
 
-def _partitions(partitions: Any) -> list[tuple[str, int]]:
+def _optional_text(value: object, name: str) -> str | None:
+    return None if value is None else _text(value, name)
+
+
+def _partitions(partitions: Iterable[object]) -> list[tuple[str, int]]:
     """(topic name, partition index) pairs; anything else is INVALID_REQUEST."""
     out = []
     for item in partitions:
@@ -65,26 +72,24 @@ def _partitions(partitions: Any) -> list[tuple[str, int]]:
     return out
 
 
-def _int32(value: Any, name: str, lo: int = -_INT32_MAX - 1) -> int:
-    if not is_plain_int(value) or not lo <= value <= _INT32_MAX:
+def _int32(value: object, name: str, lo: int = -_INT32_MAX - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= _INT32_MAX:
         raise invalid(f"{name} must be an int32 >= {lo}, got {value!r}.")
     return value
 
 
-class ClassicGroupsApi:
-    """Classic groups and committed offsets; mixed into GroupCoordinator, which sets `_store`,
-    `_clock` and calls `_init_classic`."""
+class ClassicCoordinator:
+    """Classic groups and committed offsets over the coordinator's group store (and through it its
+    record sink), on its clock, with the classic-group and offset settings; see the module docstring."""
 
-    _store: Any
-    _clock: Any
-
-    def _init_classic(self, config: Any) -> None:
-        self._classic_config = config
-        self._timers = ClassicTimers(self._clock)
-        self._classic = ClassicGroups(self._store, self._timers, self._clock, config)
-        self._offsets = CommittedOffsets(self._store, self._clock, config, self._store.group_type,
-                                         self._create_simple_group)
-        c = self._classic
+    def __init__(self, store: GroupStore, clock: Clock, config: ClassicGroupConfig) -> None:
+        self._store = store
+        self._clock = clock
+        self._config = config
+        self._timers = ClassicTimers(clock)
+        self._groups = ClassicGroups(store, self._timers, clock, config)
+        self._offsets = CommittedOffsets(store, clock, config, store.group_type, self._create_simple_group)
+        c = self._groups
         self._offsets.register("classic", OffsetHooks(
             validate_commit=c.validate_offset_commit,
             validate_fetch=lambda group_id, member_id, member_epoch: None,
@@ -95,26 +100,22 @@ class ClassicGroupsApi:
         ))
 
     @property
-    def classic_config(self) -> Any:
-        return self._classic_config
+    def config(self) -> ClassicGroupConfig:
+        return self._config
 
     @property
     def offsets(self) -> CommittedOffsets:
         """The committed-offsets service; other group types `register` their OffsetHooks on it."""
         return self._offsets
 
-    def group_type(self, group_id: str) -> str | None:
-        """"classic", "share" (or another registered type) of an existing group; None when missing."""
-        return self._store.group_type(group_id)
-
     def _create_simple_group(self, group_id: str) -> None:
         self._store.classic_groups[group_id] = ClassicGroup(group_id, self._clock.now_ms())
 
-    def _load_classic(self) -> None:
-        """After a load: every member of a loaded classic group gets a fresh session."""
+    def on_loaded(self) -> None:
+        """After the store loaded: every member of a loaded classic group gets a fresh session."""
         for group in self._store.classic_groups.values():
             for member in group.members.values():
-                self._classic.rebalancer.schedule_heartbeat(group, member)
+                self._groups.rebalancer.schedule_heartbeat(group, member)
 
     # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -------------------------------------------------
 
@@ -129,7 +130,7 @@ class ClassicGroupsApi:
         group_id = _group_id(group_id)
         member_id = _text(member_id, "MemberId")
         protocol_type = _text(protocol_type, "ProtocolType")
-        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        instance_id = _optional_text(group_instance_id, "GroupInstanceId")
         session_timeout_ms = _int32(session_timeout_ms, "SessionTimeoutMs")
         rebalance_timeout_ms = _int32(rebalance_timeout_ms, "RebalanceTimeoutMs", -1)
         if rebalance_timeout_ms == -1:
@@ -147,7 +148,7 @@ class ClassicGroupsApi:
                               max(rebalance_timeout_ms, 0), _text(client_id, "ClientId"),
                               _text(client_host, "ClientHost"), bool(require_known_member_id))
         async with self._store.locks.hold(group_id):
-            answer = await self._classic.join(request)
+            answer = await self._groups.join(request)
         return await answer if isinstance(answer, asyncio.Future) else answer
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
@@ -158,7 +159,7 @@ class ClassicGroupsApi:
         group_id = _group_id(group_id)
         generation_id = _int32(generation_id, "GenerationId")
         member_id = _text(member_id, "MemberId")
-        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        instance_id = _optional_text(group_instance_id, "GroupInstanceId")
         assignments = dict(assignments or {})
         for mid, data in assignments.items():
             if not isinstance(mid, str) or not isinstance(data, (bytes, bytearray)):
@@ -167,9 +168,9 @@ class ClassicGroupsApi:
         if self._store.group_type(group_id) not in (None, "classic"):
             return SyncGroupResult(Errors.UNKNOWN_MEMBER_ID)
         async with self._store.locks.hold(group_id):
-            answer = await self._classic.sync(group_id, generation_id, member_id, instance_id,
-                                              _text(protocol_type, "ProtocolType", True),
-                                              _text(protocol_name, "ProtocolName", True),
+            answer = await self._groups.sync(group_id, generation_id, member_id, instance_id,
+                                              _optional_text(protocol_type, "ProtocolType"),
+                                              _optional_text(protocol_name, "ProtocolName"),
                                               {m: bytes(a) for m, a in assignments.items()})
         return await answer if isinstance(answer, asyncio.Future) else answer
 
@@ -179,22 +180,22 @@ class ClassicGroupsApi:
         group_id = _group_id(group_id)
         generation_id = _int32(generation_id, "GenerationId")
         member_id = _text(member_id, "MemberId")
-        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        instance_id = _optional_text(group_instance_id, "GroupInstanceId")
         self._store.check_loaded()
         async with self._store.locks.hold(group_id):
             if self._store.group_type(group_id) not in (None, "classic"):
                 return Errors.UNKNOWN_MEMBER_ID
-            return self._classic.heartbeat(group_id, generation_id, member_id, instance_id)
+            return self._groups.heartbeat(group_id, generation_id, member_id, instance_id)
 
     async def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]) -> list[LeaveMemberResult]:
         """LeaveGroup of one or more members (by member id, or by group instance id)."""
         group_id = _group_id(group_id)
-        checked = [(_text(m, "MemberId"), _text(i, "GroupInstanceId", optional=True)) for m, i in members]
+        checked = [(_text(m, "MemberId"), _optional_text(i, "GroupInstanceId")) for m, i in members]
         self._store.check_loaded()
         async with self._store.locks.hold(group_id):
             if self._store.group_type(group_id) not in (None, "classic"):
                 return [LeaveMemberResult(m, i, Errors.UNKNOWN_MEMBER_ID) for m, i in checked]
-            return await self._classic.leave(group_id, checked)
+            return await self._groups.leave(group_id, checked)
 
     # -- describe, list, delete ---------------------------------------------------------------------
 
@@ -206,30 +207,18 @@ class ClassicGroupsApi:
         for group_id in group_ids:
             if not isinstance(group_id, str):
                 raise invalid(f"a group id must be a string, got {group_id!r}")
-            out.append(self._classic.describe(group_id))
+            out.append(self._groups.describe(group_id))
         return out
 
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[GroupListing]:
-        """ListGroups: every group with its type, protocol type and state; `states` and `types` filter
-        case-insensitively, states also ignoring surrounding blanks (empty: all)."""
-        self._store.check_loaded()
-        state_filter = {s.lower().strip() for s in states}  # Kafka trims the states too
-        type_filter = {t.lower() for t in types}
-        listings = [GroupListing(g, "classic", group.protocol_type or "", str(group.state))
-                    for g, group in self._store.classic_groups.items()]
-        listings += [GroupListing(g, "share", "share", str(group.state)) for g, group in self._store.groups.items()
-                     if self._store.group_type(g) == "share"]
-        listings += self._extra_listings()
-        return sorted((entry for entry in listings
-                       if (not state_filter or entry.state.lower() in state_filter)
-                       and (not type_filter or entry.group_type in type_filter)), key=lambda e: e.group_id)
+    def listings(self) -> list[GroupListing]:
+        """ListGroups' entries of the classic groups (type "classic"), unfiltered and unsorted."""
+        return [GroupListing(g, "classic", group.protocol_type or "", str(group.state))
+                for g, group in self._store.classic_groups.items()]
 
-    def _extra_listings(self) -> list[GroupListing]:
-        """Groups of further types (KIP-848 consumer groups); none here."""
-        return []
-
-    async def _delete_classic_group(self, group_id: str) -> None:
-        await self._classic.delete(group_id)
+    async def delete_group(self, group_id: str) -> None:
+        """DeleteGroups of a classic group (GROUP_NOT_EMPTY while it has members)."""
+        async with self._store.locks.hold(group_id):
+            await self._groups.delete(group_id)
 
     # -- committed offsets --------------------------------------------------------------------------
 
@@ -242,7 +231,7 @@ class ClassicGroupsApi:
         group_id = _group_id(group_id)
         generation_id = _int32(generation_id, "GenerationIdOrMemberEpoch")
         member_id = _text(member_id, "MemberId")
-        instance_id = _text(group_instance_id, "GroupInstanceId", optional=True)
+        instance_id = _optional_text(group_instance_id, "GroupInstanceId")
         checked = []
         for p in partitions:
             if not (isinstance(p, CommitRequest) and isinstance(p.topic, str) and is_plain_int(p.partition)
@@ -262,7 +251,7 @@ class ClassicGroupsApi:
         group_id = _group_id(group_id)
         wanted = None if partitions is None else _partitions(partitions)
         self._store.check_loaded()
-        member_id = _text(member_id, "MemberId", True)
+        member_id = _optional_text(member_id, "MemberId")
         member_epoch = _int32(member_epoch, "MemberEpoch")
         async with self._store.locks.hold(group_id):
             return self._offsets.fetch(group_id, wanted, member_id, member_epoch)
@@ -315,7 +304,7 @@ class ClassicGroupsApi:
             for key, payload in due:
                 async with self._store.locks.hold(key[1]):
                     try:
-                        await self._classic.rebalancer.fire(key, payload)
+                        await self._groups.rebalancer.fire(key, payload)
                     except Exception:  # one group's failure must not stop the others (logged)
                         log.exception("classic group timer %r failed", key)
                 fired += 1
@@ -325,8 +314,9 @@ class ClassicGroupsApi:
         """Return once a classic-group deadline is due."""
         await self._timers.wait_due()
 
-    def _check_classic(self) -> None:
-        max_size = self._classic_config.max_size
+    def check(self) -> None:
+        """Assert every classic group's invariants and that each deadline the protocol relies on is armed."""
+        max_size = self._config.max_size
         for group_id, group in self._store.classic_groups.items():
             assert group.group_id == group_id
             assert group_id not in self._store.groups, f"{group_id} is both a share and a classic group"

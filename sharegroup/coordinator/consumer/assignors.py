@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from typing import Callable, Collection, Mapping
 
-from .assignor import _assign_pool
+from ..assignment import balance_pool
 
 __all__ = ["ASSIGNORS", "DEFAULT_ASSIGNORS", "range_assign", "uniform_assign"]
 
@@ -47,7 +47,7 @@ def uniform_assign(members: Members, topics: Topics, current: Current | None = N
         pool_set = set(pool)
         held = {m: {(t, p) for t, ps in current.get(m, {}).items() for p in ps} & pool_set for m in subscriptions}
         _drop_double_holders(held)
-        for m, items in _assign_pool(sorted(subscriptions), pool, held, sharing=1).items():
+        for m, items in balance_pool(sorted(subscriptions), pool, held, sharing=1).items():
             for t, p in sorted(items):
                 result[m].setdefault(t, []).append(p)
         return result

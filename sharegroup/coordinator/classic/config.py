@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from ..config import int_properties
+from ...config import int_properties
 
 __all__ = ["ClassicGroupConfig", "NEW_MEMBER_JOIN_TIMEOUT_MS"]
 

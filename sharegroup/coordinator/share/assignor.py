@@ -3,7 +3,7 @@ several members when members outnumber partitions (KIP-932).
 
 Homogeneous subscriptions (every member subscribes to the same assignable topics) are balanced over the
 pool of all their partitions; heterogeneous ones are balanced topic by topic among the members
-subscribed to each topic. Within one pool of P partitions and M members:
+subscribed to each topic. Within one pool of P partitions and M members (`assignment.balance_pool`):
 
 - every partition is held by `sharing = ceil(M / P)` members, so `sharing * P` slots are handed out;
 - each member's quota is the floor or the ceiling of `sharing * P / M`; the larger quotas go to the
@@ -21,7 +21,9 @@ Runtime complexity: O(P * sharing + M log M + size of `current`) per pool.
 from __future__ import annotations
 
 import uuid
-from typing import Collection, Hashable, Iterable, Mapping
+from typing import Collection, Iterable, Mapping
+
+from ..assignment import balance_pool
 
 __all__ = ["simple_assign"]
 
@@ -67,7 +69,7 @@ def simple_assign(
             m: {(t, p) for t, ps in current.get(m, {}).items() if t in topic_ids for p in ps} & pool_set
             for m in subscriptions
         }
-        for m, items in _assign_pool(sorted(subscriptions), pool, held).items():
+        for m, items in balance_pool(sorted(subscriptions), pool, held).items():
             out = result[m]
             for t, p in sorted(items):
                 out.setdefault(t, []).append(p)
@@ -79,70 +81,7 @@ def simple_assign(
         pool_t = list(pools[topic_id])
         pool_set_t = set(pool_t)
         held_t = {m: set(current.get(m, {}).get(topic_id, ())) & pool_set_t for m in subscribers}
-        for m, items in _assign_pool(subscribers, pool_t, held_t).items():
+        for m, items in balance_pool(subscribers, pool_t, held_t).items():
             if items:
                 result[m][topic_id] = sorted(items)
     return result
-
-
-def _assign_pool(
-    members: list[str], pool: list[Hashable], held: dict[str, set], sharing: int | None = None
-) -> dict[str, set]:
-    """Balance one pool of partitions (in `pool` order) over `members` (sorted), starting from `held`
-    (each a subset of the pool, modified in place and returned). Each partition goes to `sharing`
-    members: ceil(M / P) for share groups, 1 for consumer groups (whose partitions are exclusive)."""
-    n_members, n_partitions = len(members), len(pool)
-    if n_partitions == 0:
-        return {m: set() for m in members}
-    if sharing is None:
-        sharing = -(-n_members // n_partitions)
-    slots = sharing * n_partitions
-    # Larger quotas to the members that hold the most already: fewer partitions move.
-    order = sorted(members, key=lambda m: (-len(held[m]), m))
-    base, extra = divmod(slots, n_members)
-    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
-    holders: dict[Hashable, set[str]] = {item: set() for item in pool}
-    for m in order:
-        for item in held[m]:
-            holders[item].add(m)
-    position = {item: i for i, item in enumerate(pool)}
-
-    # 1. Members above quota give up their most-shared partitions first, then their last ones.
-    for m in order:
-        excess = len(held[m]) - quota[m]
-        if excess > 0:
-            for item in sorted(held[m], key=lambda it: (-len(holders[it]), -position[it]))[:excess]:
-                held[m].discard(item)
-                holders[item].discard(m)
-    # 2. Partitions held by more than `sharing` members shed the members holding the most.
-    for item in pool:
-        owners = holders[item]
-        if len(owners) > sharing:
-            for m in sorted(owners, key=lambda m: (-len(held[m]), m))[: len(owners) - sharing]:
-                held[m].discard(item)
-                owners.discard(m)
-    # 3. Fill the free slots, one pass over the partitions, round-robin over members below quota.
-    unfilled = [m for m in order if len(held[m]) < quota[m]]
-    cursor = 0
-    for item in pool:
-        if not unfilled:
-            break
-        owners = holders[item]
-        need = sharing - len(owners)
-        skipped = 0
-        while need > 0 and unfilled and skipped < len(unfilled):
-            cursor %= len(unfilled)
-            m = unfilled[cursor]
-            if m in owners:
-                cursor += 1
-                skipped += 1
-                continue
-            held[m].add(item)
-            owners.add(m)
-            need -= 1
-            skipped = 0
-            if len(held[m]) >= quota[m]:
-                unfilled.pop(cursor)  # the next member slides into `cursor`
-            else:
-                cursor += 1
-    return held

@@ -13,9 +13,11 @@ from collections import Counter
 from enum import Enum
 from typing import Iterable, NamedTuple
 
-from .deadlines import Deadlines
+from ..assignment import Assignment, assignment_from_tuple, assignment_tuple
+from ..deadlines import Deadlines
+from ..records import Record
 from .records import (
-    Record,
+    SHARE_VALUE_TYPES,
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupMemberMetadataKey,
     ShareGroupMemberMetadataValue,
@@ -25,12 +27,9 @@ from .records import (
     ShareGroupTargetAssignmentMemberKey,
     ShareGroupTargetAssignmentMetadataKey,
     TopicMetadata,
-    TopicPartitions,
-    VALUE_TYPES,
 )
 
 __all__ = [
-    "Assignment",
     "GroupState",
     "NEW_GROUP_EPOCH",
     "ShareGroup",
@@ -38,15 +37,10 @@ __all__ = [
     "TopicEntry",
     "add_partitions",
     "all_partitions_of",
-    "assignment_dict",
-    "assignment_tuple",
     "has_stale_topics",
     "remove_partitions",
     "restrict_to_initialized",
 ]
-
-# topic id -> partitions
-Assignment = dict[uuid.UUID, frozenset[int]]
 
 # The epochs a new share group starts at (Kafka since KAFKA-20268): the first subscription makes it 2.
 NEW_GROUP_EPOCH = 1
@@ -182,7 +176,7 @@ class ShareGroup:
     def replay(self, record: Record) -> None:
         """Apply one record of this group. The only way the persisted part of the state changes."""
         key, value = record
-        if value is not None and type(value) is not VALUE_TYPES.get(type(key)):
+        if value is not None and type(value) is not SHARE_VALUE_TYPES.get(type(key)):
             raise ValueError(f"record value {value!r} does not fit key {key!r}")
         kind = type(key)
         if kind is ShareGroupMetadataKey:
@@ -340,15 +334,6 @@ class ShareGroup:
         }
 
 
-def assignment_tuple(assignment: Assignment) -> tuple[TopicPartitions, ...]:
-    """An assignment in record form: topics ascending by id, partitions ascending, no empty topics."""
-    return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
-
-
-def assignment_from_tuple(entries: Iterable[TopicPartitions]) -> Assignment:
-    return {t: frozenset(ps) for t, ps in entries if ps}
-
-
 def partition_metadata_value(
     initializing: dict[uuid.UUID, TopicEntry],
     initialized: dict[uuid.UUID, TopicEntry],
@@ -366,11 +351,6 @@ def partition_metadata_value(
 
 def _entries(topics: Iterable[TopicMetadata]) -> dict[uuid.UUID, TopicEntry]:
     return {t.topic_id: TopicEntry.of(t.topic_name, t.partitions) for t in topics if t.partitions}
-
-
-def assignment_dict(assignment: Assignment) -> dict[uuid.UUID, list[int]]:
-    """An assignment as the API returns it: topics and partitions ascending."""
-    return {t: sorted(ps) for t, ps in sorted(assignment.items())}
 
 
 # -- share-partition lifecycle maps (topic id -> TopicEntry) ------------------------------------------

@@ -17,7 +17,7 @@ import asyncio
 import heapq
 from typing import Any, Hashable
 
-from ..clock import Clock, ClockTimer, call_at
+from ...clock import Clock, ClockTimer, call_at
 
 __all__ = ["ClassicTimers"]
 

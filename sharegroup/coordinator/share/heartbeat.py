@@ -23,12 +23,16 @@ import uuid
 from collections import Counter
 from typing import Callable
 
-from ..clock import Clock
-from ..errors import Errors, ShareError
+from ...clock import Clock
+from ...errors import Errors, ShareError
+from ..assignment import assignment_dict
+from ..group_store import GroupStore
+from ..records import Record
+from ..responses import HeartbeatResult
+from ..topics import TopicInfo, TopicsLookup, metadata_hash
 from .assignor import simple_assign
 from .config import GroupConfig
-from .group import ShareGroup, assignment_dict, has_stale_topics
-from .group_store import GroupStore
+from .group import ShareGroup, has_stale_topics
 from .partition_lifecycle import PartitionStateLifecycle
 from .record_helpers import (
     creation_records,
@@ -39,9 +43,7 @@ from .record_helpers import (
     target_member_record,
     topic_cleanup_records,
 )
-from .records import Record, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue
-from .responses import HeartbeatResult
-from .topics import TopicInfo, TopicsLookup, metadata_hash
+from .records import ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue
 
 __all__ = ["Membership"]
 

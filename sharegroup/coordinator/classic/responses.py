@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import Errors
+from ...errors import Errors
 
 __all__ = [
     "ClassicGroupDescription",

@@ -1,7 +1,7 @@
 """The records of KIP-848 consumer groups (Kafka's ConsumerGroup* records in __consumer_offsets).
 
 They go to the same `RecordSink` as the share-group records and follow the same rules (see
-`records.py`): a `Record(key, value)`, None as a tombstone, keys frozen dataclasses carrying Kafka's
+`coordinator/records.py`): a `Record(key, value)`, None as a tombstone, keys frozen dataclasses carrying Kafka's
 record type, values NamedTuples of plain data. Kafka's record types: 3 group metadata, 5 member
 metadata, 6 target assignment metadata, 7 target assignment member, 8 current member assignment, 16
 regular expression. (Type 4, the old subscription metadata, was replaced by the metadata hash.)
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
-from .records import TopicPartitions
+from ..records import TopicPartitions
 
 __all__ = [
     "CONSUMER_VALUE_TYPES",
@@ -89,7 +89,7 @@ class ConsumerGroupCurrentMemberAssignmentKey:
 
 
 class ConsumerGroupCurrentMemberAssignmentValue(NamedTuple):
-    """`state` is Kafka's MemberState byte (see `consumer_group.MemberState`). A member's partitions are
+    """`state` is Kafka's MemberState byte (see `group.MemberState`). A member's partitions are
     `assigned_partitions` plus `partitions_pending_revocation` (still owned until it revokes them)."""
 
     member_epoch: int

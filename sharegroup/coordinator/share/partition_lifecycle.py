@@ -18,13 +18,13 @@ import logging
 import uuid
 from typing import Any, Awaitable, Callable, TypeVar
 
-from ..errors import Errors, ShareError
-from ..persistence import Persister
+from ...errors import Errors, ShareError
+from ...persistence import Persister
+from ..group_store import GroupStore
+from ..records import Record
+from ..topics import TopicInfo
 from .group import ShareGroup, TopicEntry, add_partitions, all_partitions_of, remove_partitions
-from .group_store import GroupStore
 from .record_helpers import group_epoch_record, partition_metadata_record
-from .records import Record
-from .topics import TopicInfo
 
 __all__ = ["PERSISTER_ATTEMPTS", "PartitionStateLifecycle"]
 
