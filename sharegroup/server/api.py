@@ -8,7 +8,6 @@ handler serves (key, version)" and feeds ApiVersions, so advertising and dispatc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from .authorization import ANONYMOUS, SUPPORTED_OPERATIONS, AclOperation, ResourceType
@@ -119,10 +118,6 @@ class HandlerRegistry:
                 raise ValueError(f"API key {handler.api_key} ({handler.name}) registered twice")
             self._by_key[handler.api_key] = handler
         self._check()
-
-    @classmethod
-    def from_modules(cls, modules: Iterable[ModuleType]) -> "HandlerRegistry":
-        return cls(h for module in modules for h in module.HANDLERS)
 
     def _check(self) -> None:
         for key, handler in self._by_key.items():

@@ -192,10 +192,6 @@ class Broker:
         self.metrics.requests.labels(api_name).inc()
         self.metrics.request_latency_seconds.labels(api_name).observe(latency_s)
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     async def close(self) -> None:
         """Stop accepting, end every connection, close the store (pending writes made durable)."""
         self._closing = True
