@@ -143,7 +143,7 @@ class Broker:
             for topic_id, partition, start in moved:
                 log.info("retention moved the log start of %s-%d to %d", topic_id, partition, start)
                 if share is not None:
-                    share.log_start_moved(topic_id, partition, start)
+                    share.log_start_moved(topic_id, partition)
 
     def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
         """(host, port) Metadata and FindCoordinator answer on `listener`: `advertised.listeners`, else the

@@ -231,9 +231,10 @@ class ShareServices:
             if self.manager.sessions.get(*key) is not None:
                 await self.manager.member_left(*key)
 
-    def log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start_offset: int) -> None:
-        """Retention moved a log start: push it into the loaded share-partitions of that partition."""
-        self.manager.on_log_start_moved(topic_id, partition, log_start_offset)
+    def log_start_moved(self, topic_id: uuid.UUID, partition: int) -> None:
+        """Retention moved a log start: push it into the loaded share-partitions of that partition (they
+        read the new start from the log)."""
+        self.manager.on_log_start_moved(topic_id, partition)
 
     def _check(self) -> None:
         for key, connection in self._session_connection.items():

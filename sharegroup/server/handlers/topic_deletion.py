@@ -130,7 +130,7 @@ async def _delete_records_one(ctx: RequestContext, info: Any, partition: int, of
         return {"partition_index": partition, "low_watermark": -1, "error_code": int(exc.error)}
     share = ctx.broker.services.get("share")
     if share is not None:
-        share.log_start_moved(info.topic_id, partition, low_watermark)
+        share.log_start_moved(info.topic_id, partition)
     return {"partition_index": partition, "low_watermark": low_watermark, "error_code": ErrorCode.none}
 
 
