@@ -197,14 +197,13 @@ class BrokerThread:
         if store is None:
             store = self.call(_open_store(data_dir, self.config, clock))  # clock: the store's (None: system)
         self.store = store
-        services = {}
+        self.share = None
         if share:  # the share-group services of `sharegroup serve` (persister, coordinator, manager)
             from sharegroup.server.serve import open_share_services
 
-            services["share"] = self.call(open_share_services(data_dir, self.config, store))
-        self.share = services.get("share")
+            self.share = self.call(open_share_services(data_dir, self.config, store))
         self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir,
-                             services=services)
+                             share=self.share)
         if self.share is not None:
             self.call(self.share.start())
         self.call(self.broker.start())

@@ -4,15 +4,16 @@
 started and stopped by `sharegroup serve` (see `serve.py`) or in-process by tests:
 
     broker = Broker(config, store, host="127.0.0.1", port=0, node_id=1, data_dir=path,
-                    services={"share": share_services})   # optional: see share_services.py
+                    share=share_services)   # optional: see share_services.py
     await broker.start(); ...; await broker.close()
 
 Listeners: without security settings, one PLAINTEXT listener on `host:port`; with `listeners` (and TLS /
 SASL settings, see `security/`) one server socket per listener, each connection knowing its listener.
 `broker.host`/`broker.port` are the first listener's bound address.
 
-`broker.close()` closes every service before the store. With share services, a closed connection
-closes the share sessions it opened and a retention pass pushes moved log starts into them.
+`broker.close()` closes the share services before the store. With share services, a closed connection
+closes the share sessions it opened and a retention pass pushes moved log starts into them. Without them
+(`share=None`, an embedding that serves topics only) the group APIs answer COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .security.authorizer import authorizer_for
 from .security.broker_security import BrokerSecurity
 from .security.listeners import Listener
 from .security.ssl_principal import NoMatchingRule
+from .share_services import ShareServices
 from .topic_admin import TopicAdmin
 from .wire_metrics import WireMetrics, wire_metrics_for
 
@@ -77,7 +79,7 @@ class Broker:
         node_id: int = 1,
         data_dir: Path | str = ".",
         handlers: Iterable[ApiHandler] | None = None,
-        services: dict[str, Any] | None = None,
+        share: ShareServices | None = None,
         metrics: WireMetrics | None = None,
         authorizer: Authorizer | None = None,
         security: BrokerSecurity | None = None,
@@ -94,7 +96,7 @@ class Broker:
         self.data_dir = Path(data_dir)
         self.registry = HandlerRegistry(handlers)
         self.topics = TopicAdmin(store, config)
-        self.services: dict[str, Any] = dict(services or {})  # later API families find their services here
+        self.share = share  # persister, group coordinator and manager (None: no share or consumer groups)
         self.cluster_id = load_cluster_id(self.data_dir)
         self.request_counts: Counter[str] = Counter()
         self.metrics = metrics if metrics is not None else wire_metrics_for()
@@ -139,7 +141,7 @@ class Broker:
             except Exception:  # a failing check must not stop later ones (logged, retried next interval)
                 log.exception("log retention check failed")
                 continue
-            share = self.services.get("share")
+            share = self.share
             for topic_id, partition, start in moved:
                 log.info("retention moved the log start of %s-%d to %d", topic_id, partition, start)
                 if share is not None:
@@ -180,7 +182,7 @@ class Broker:
         finally:
             self._connections.discard(task)
             self.metrics.connections.dec()
-            share = self.services.get("share")
+            share = self.share
             if share is not None and not self._closing:
                 try:  # a closed connection closes the share sessions it opened (Kafka's rule)
                     await share.connection_closed(connection.peer)
@@ -206,10 +208,8 @@ class Broker:
             await asyncio.gather(*self._connections, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
-        for service in self.services.values():  # before the store: they may still read or write through it
-            service_close = getattr(service, "close", None)
-            if service_close is not None:
-                await service_close()
+        if self.share is not None:  # before the store: the services may still read or write through it
+            await self.share.close()
         closer = getattr(self.store, "close", None)
         if closer is not None:
             result = closer()

@@ -203,7 +203,7 @@ def _broker_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
 
 
 def _group_store(ctx: RequestContext) -> Any:
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     if share is None or getattr(share, "group_configs", None) is None:
         raise ShareError(Errors.COORDINATOR_NOT_AVAILABLE, "share groups are not enabled")
     return share.group_configs

@@ -34,12 +34,8 @@ NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
-def _services(ctx: RequestContext) -> Any:
-    return ctx.broker.services.get("share")
-
-
 async def heartbeat(ctx: RequestContext, request: Any) -> Any:
-    share = _services(ctx)
+    share = ctx.broker.share
     if share is None:
         return heartbeat_error(ctx, request, ErrorCode.coordinator_not_available, "share groups are not enabled")
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
@@ -83,7 +79,7 @@ def heartbeat_error(ctx: RequestContext, request: Any, code: int, message: str |
 
 
 async def describe(ctx: RequestContext, request: Any) -> Any:
-    share = _services(ctx)
+    share = ctx.broker.share
     groups = []
     for group_id in request.group_ids:
         if share is None:
