@@ -16,7 +16,34 @@ from .codec import build, response_class
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["ApiHandler", "HandlerRegistry", "RequestContext"]
+__all__ = ["ApiHandler", "CloseConnection", "DelayedClose", "HandlerRegistry", "RequestContext", "SessionExpired"]
+
+
+# -- the exceptions that cross the server (raised by handlers and the SASL gate, handled by the connection) --
+
+
+class CloseConnection(Exception):
+    """A frame this broker refuses by closing the connection (Kafka's answer to undecodable input).
+
+    A failed SASL login closes after `delay_s`, sending `response` (a whole frame) first when set.
+    """
+
+    response: bytes | None = None
+    delay_s: float = 0.0
+
+
+class DelayedClose(CloseConnection):
+    """Close after `delay_s`, first sending `response` (a full frame, or None): a failed login."""
+
+    def __init__(self, reason: str, response: bytes | None, delay_s: float) -> None:
+        super().__init__(reason)
+        self.response = response
+        self.delay_s = delay_s
+
+
+class SessionExpired(CloseConnection):
+    """A request other than a re-authentication on a connection whose SASL session lifetime has run out
+    (the connection counts it among the expired connections killed)."""
 
 
 @dataclass(frozen=True, slots=True)

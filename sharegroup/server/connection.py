@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from .api import RequestContext
+from .api import CloseConnection, RequestContext, SessionExpired
 from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
 
@@ -43,16 +43,6 @@ log = logging.getLogger("sharegroup.server")
 
 READ_AHEAD_FRAMES = 16  # frames read ahead of the one being handled (bounds a pipelining client's memory)
 _CLOSE = object()
-
-
-class CloseConnection(Exception):
-    """A frame this broker refuses by closing the connection (Kafka's answer to undecodable input).
-
-    A failed SASL login closes after `delay_s`, sending `response` (a whole frame) first when set.
-    """
-
-    response: bytes | None = None
-    delay_s: float = 0.0
 
 
 class Connection:
@@ -174,7 +164,7 @@ class Connection:
         and its response, when it has them (a failed SASL login)."""
         log.warning("closing connection %s: %s", self.peer, exc)
         self.broker.metrics.closed_connections.inc()
-        if type(exc).__name__ == "SessionExpired":  # security.sasl's (not imported: it imports this module)
+        if isinstance(exc, SessionExpired):
             self.broker.metrics.expired_connections_killed.inc()
         if exc.delay_s > 0:
             await asyncio.sleep(exc.delay_s)

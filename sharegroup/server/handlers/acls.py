@@ -26,9 +26,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..api import ApiHandler, RequestContext
+from ..api import ApiHandler, CloseConnection, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
-from ..connection import CloseConnection
 from ..security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType, enum_or_unknown
 
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"

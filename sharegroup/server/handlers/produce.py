@@ -34,9 +34,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
-from ..api import ApiHandler, RequestContext
+from ..api import ApiHandler, CloseConnection, RequestContext
 from ..authorization import AclOperation, ResourceType
-from ..connection import CloseConnection
 from ..record_batch import RecordValidationError
 
 VALID_ACKS = (0, 1, -1)

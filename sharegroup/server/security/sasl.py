@@ -44,7 +44,7 @@ from typing import Any, Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
-from ..api import RequestContext
+from ..api import CloseConnection, DelayedClose, RequestContext, SessionExpired
 from ..codec import (
     API_VERSIONS_KEY,
     DecodeFailure,
@@ -55,9 +55,9 @@ from ..codec import (
     request_class,
     response_class,
 )
-from ..connection import CloseConnection
 from .sasl_mechanisms import MechanismServer, SaslAuthenticationFailed, SaslFailure
 
+# DelayedClose and SessionExpired live in `api` (the connection handles them); re-exported here, where they are raised.
 __all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SessionExpired", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY"]
 
 log = logging.getLogger("sharegroup.server")
@@ -81,19 +81,6 @@ class SaslState(Enum):
     COMPLETE = "COMPLETE"
     REAUTH_AUTHENTICATE = "REAUTH_AUTHENTICATE"
     FAILED = "FAILED"
-
-
-class SessionExpired(CloseConnection):
-    """A request other than a re-authentication on a connection whose session lifetime has run out."""
-
-
-class DelayedClose(CloseConnection):
-    """Close after `delay_s`, first sending `response` (a full frame, or None): a failed login."""
-
-    def __init__(self, reason: str, response: bytes | None, delay_s: float) -> None:
-        super().__init__(reason)
-        self.response = response
-        self.delay_s = delay_s
 
 
 HandleApi = Callable[[bytes], Awaitable[bytes | None]]
