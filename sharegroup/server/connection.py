@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 from .api import CloseConnection, RequestContext, SessionExpired
 from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
+from .security.sasl import SaslAuthenticator, authenticator_for
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -63,11 +64,10 @@ class Connection:
         self.requests_handled = 0
         self.listener_name = "PLAINTEXT" if listener is None else listener.name
         self.principal = ANONYMOUS  # the transport's principal (TLS client certificate) or the SASL login's
-        self.sasl: Any = None
-        security = getattr(broker, "security", None)
-        if listener is not None and security is not None:
-            self.principal = security.tls_principal(listener, writer.get_extra_info("ssl_object"))
-            self.sasl = security.authenticator(listener, broker.registry, self._context, self._handle)
+        self.sasl: SaslAuthenticator | None = None
+        if listener is not None:
+            self.principal = broker.security.tls_principal(listener, writer.get_extra_info("ssl_object"))
+            self.sasl = authenticator_for(broker.security, listener, broker.registry, self._context, self._handle)
             if self.sasl is not None:
                 self.sasl.on_outcome = functools.partial(broker.metrics.count_authentication, self.listener_name)
 
