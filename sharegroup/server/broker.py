@@ -30,12 +30,14 @@ from .api import ApiHandler, HandlerRegistry
 from .authorization import Authorizer
 from .broker_config import ServeConfig
 from .connection import Connection
+from .handlers import all_handlers
 from .security.authorizer import authorizer_for
 from .security.broker_security import BrokerSecurity
 from .security.listeners import Listener
 from .security.ssl_principal import NoMatchingRule
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
+from .topic_store import TopicStore
 from .wire_metrics import WireMetrics, wire_metrics_for
 
 __all__ = ["Broker", "load_cluster_id"]
@@ -67,12 +69,13 @@ def _kafka_uuid_text(value: uuid.UUID) -> str:
 
 
 class Broker:
-    """A one-node Kafka-protocol broker over a topic store; handlers reach everything through it."""
+    """A one-node Kafka-protocol broker over a topic store; handlers reach everything through it (as
+    the `api.BrokerView` it implements)."""
 
     def __init__(
         self,
         config: ServeConfig,
-        store: Any,
+        store: TopicStore,
         *,
         host: str = "127.0.0.1",
         port: int = 9092,
@@ -85,8 +88,6 @@ class Broker:
         security: BrokerSecurity | None = None,
     ) -> None:
         if handlers is None:
-            from .handlers import all_handlers
-
             handlers = all_handlers()
         self.config = config
         self.store = store

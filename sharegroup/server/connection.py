@@ -26,17 +26,15 @@ import asyncio
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .api import CloseConnection, RequestContext, SessionExpired
+from .api import BrokerView, CloseConnection, RequestContext, SessionExpired
 from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
+from .security.listeners import Listener
 from .security.sasl import SaslAuthenticator, authenticator_for
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 __all__ = ["Connection", "READ_AHEAD_FRAMES"]
 
@@ -49,8 +47,8 @@ _CLOSE = object()
 class Connection:
     """Serves one accepted socket until the client leaves, sends bad input, or the broker stops."""
 
-    def __init__(self, broker: "Broker", reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener: Any = None) -> None:
+    def __init__(self, broker: BrokerView, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener: Listener | None = None) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
