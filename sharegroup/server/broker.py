@@ -129,8 +129,7 @@ class Broker:
             self.bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
         self._server = self._servers[0]
         self.host, self.port = self.bound[self.security.listeners[0].name]
-        if hasattr(self.store, "enforce_retention"):
-            self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
+        self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
 
     async def _enforce_retention(self) -> None:
         """Every `log.retention.check.interval.ms`, let the store drop what `log.retention.*` allows."""
@@ -211,8 +210,4 @@ class Broker:
             await server.wait_closed()
         if self.share is not None:  # before the store: the services may still read or write through it
             await self.share.close()
-        closer = getattr(self.store, "close", None)
-        if closer is not None:
-            result = closer()
-            if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                await result
+        await self.store.close()
