@@ -118,7 +118,7 @@ class ShareServices:
 
     def __init__(self, persister: Any, sink: FileRecordSink, coordinator: GroupCoordinator,
                  manager: SharePartitionManager, group_config: GroupConfig,
-                 group_configs: GroupConfigStore | None = None) -> None:
+                 group_configs: GroupConfigStore) -> None:
         self.persister = persister
         self.group_configs = group_configs
         self.sink = sink

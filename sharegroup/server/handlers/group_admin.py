@@ -90,8 +90,7 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
             try:
                 await share.coordinator.delete_group(group_id)
                 code = ErrorCode.none
-                if getattr(share, "group_configs", None) is not None:
-                    share.group_configs.forget(group_id)  # Kafka deletes a group's configs with it
+                share.group_configs.forget(group_id)  # Kafka deletes a group's configs with it
             except ShareError as exc:
                 code = int(exc.error)
         results.append({"group_id": group_id, "error_code": code})

@@ -100,7 +100,7 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         include_ops = bool(getattr(request, "include_authorized_operations", False))
         groups.append({
             "error_code": ErrorCode.none, "group_id": description.group_id,
-            "group_state": description.state.value if hasattr(description.state, "value") else str(description.state),
+            "group_state": description.state.value,
             "group_epoch": description.group_epoch, "assignment_epoch": description.assignment_epoch,
             "assignor_name": "simple",
             "authorized_operations": ctx.authorized_operations(ResourceType.GROUP, group_id) if include_ops else NO_OPERATIONS,

@@ -36,7 +36,7 @@ log = logging.getLogger("sharegroup.server")
 
 def _wanted(request: Any) -> list[tuple[str | None, Any]]:
     """(name, topic id or None) of every topic of a DeleteTopics request, whatever its version."""
-    if hasattr(request, "topics"):
+    if hasattr(request, "topics"):  # kio's DeleteTopics v6+ (names or ids); v0-5 have only topic_names
         return [(t.name, None if t.topic_id in (None, ZERO_UUID) else t.topic_id) for t in request.topics]
     return [(name, None) for name in request.topic_names]
 
