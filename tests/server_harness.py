@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
@@ -23,8 +22,6 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.serial import entity_reader, entity_writer
-
-from sharegroup.errors import Errors, ShareError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 20.0
@@ -51,112 +48,6 @@ def batch_bytes(count: int = 1, key: bytes | None = b"k", value: bytes = b"v", p
     return buf.getvalue()
 
 
-# -- a stand-in topic store with the documented interface (used where the real one is not the point) ---
-
-
-@dataclass
-class FakeTopic:
-    name: str
-    topic_id: uuid.UUID
-    num_partitions: int
-
-
-@dataclass(frozen=True)
-class FakeAppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-
-
-class FakeTopicStore:
-    """In-memory topics with the topic store's interface; `append` assigns offsets from lastOffsetDelta."""
-
-    def __init__(self, num_partitions: int = 1, auto_create: bool = True, max_message_bytes: int = 1_048_588) -> None:
-        self.max_message_bytes = max_message_bytes
-        self._by_name: dict[str, FakeTopic] = {}
-        self._configs: dict[str, dict[str, str]] = {}
-        self.logs: dict[tuple[uuid.UUID, int], list[bytes]] = {}
-        self.end: dict[tuple[uuid.UUID, int], int] = {}
-        self.num_partitions = num_partitions
-        self.auto_create = auto_create
-        self.next_producer_id = 1000
-
-    def topics(self):
-        return list(self._by_name.values())
-
-    def topic_by_name(self, name):
-        return self._by_name.get(name)
-
-    def topic_by_id(self, topic_id):
-        return next((t for t in self._by_name.values() if t.topic_id == topic_id), None)
-
-    def topic_configs(self, name):
-        return self._configs.get(name)
-
-    async def create_topic(self, name, num_partitions=None, configs=None, *, replication_factor=-1, validate_only=False):
-        if not isinstance(name, str) or not name or len(name) > 249 or name in (".", "..") or any(
-                not (c.isascii() and (c.isalnum() or c in "._-")) for c in name):
-            raise ShareError(Errors.INVALID_TOPIC_EXCEPTION, name)
-        if num_partitions in (None, -1):
-            num_partitions = self.num_partitions
-        if num_partitions < 1:
-            raise ShareError(Errors.INVALID_PARTITIONS, str(num_partitions))
-        if replication_factor not in (-1, 1):
-            raise ShareError(Errors.INVALID_REPLICATION_FACTOR, str(replication_factor))
-        if any(k not in ("retention.ms", "segment.bytes", "max.message.bytes") for k in (configs or {})):
-            raise ShareError(Errors.INVALID_CONFIG, "unknown topic config")
-        if name in self._by_name:
-            raise ShareError(Errors.TOPIC_ALREADY_EXISTS, name)
-        topic = FakeTopic(name, uuid.uuid4(), num_partitions)
-        if not validate_only:
-            self._by_name[name] = topic
-            self._configs[name] = dict(configs or {})
-        return topic
-
-    async def auto_create_topic(self, name):
-        if name in self._by_name:
-            return self._by_name[name]
-        return await self.create_topic(name) if self.auto_create else None
-
-    async def append(self, topic_id, partition, records, *, acks):
-        if records is None:
-            raise ShareError(Errors.INVALID_RECORD, "null records")
-        if len(records) < 61 or records[16] != 2:
-            raise ShareError(Errors.CORRUPT_MESSAGE, "not a RecordBatch v2")
-        if len(records) > self.max_message_bytes:
-            raise ShareError(Errors.MESSAGE_TOO_LARGE, "batch above max.message.bytes")
-        key = (topic_id, partition)
-        base = self.end.get(key, 0)
-        last_delta = struct.unpack_from(">i", records, 23)[0]
-        self.logs.setdefault(key, []).append(struct.pack(">q", base) + bytes(records[8:]))
-        self.end[key] = base + last_delta + 1
-        await asyncio.sleep(0)
-        return FakeAppendResult(base, base + last_delta, -1, 0)
-
-    def log_end_offset(self, topic_id, partition):
-        return self.end.get((topic_id, partition), 0)
-
-    def read(self, topic_id, partition, fetch_offset, max_bytes, *, read_committed=False):
-        from sharegroup.logs import LogBatch, LogRead
-
-        batches = []
-        for data in self.logs.get((topic_id, partition), []):
-            base = struct.unpack_from(">q", data, 0)[0]
-            last = base + struct.unpack_from(">i", data, 23)[0]
-            if last >= fetch_offset:
-                batches.append(LogBatch(base, last, size_bytes=len(data), records=data))
-        end = self.log_end_offset(topic_id, partition)
-        return LogRead(tuple(batches), (), 0, end, end)
-
-    def init_producer_id(self, transactional_id=None, producer_id=-1, producer_epoch=-1):
-        self.next_producer_id += 1
-        return self.next_producer_id, 0
-
-    async def close(self):
-        pass
-
-
 def stored_batches(store: Any, topic_id: uuid.UUID, partition: int) -> list[bytes]:
     """Every record batch a partition holds, as stored, read through the store's PartitionLogs side."""
     out: list[bytes] = []
@@ -172,12 +63,9 @@ def stored_batches(store: Any, topic_id: uuid.UUID, partition: int) -> list[byte
 
 
 async def _open_store(data_dir: pathlib.Path, config: Any, clock: Any = None) -> Any:
-    """The durable topic store of `sharegroup serve` in `data_dir` (the stand-in until it exists)."""
-    try:
-        from sharegroup.server.serve import open_store
-        import sharegroup.server.topic_store  # noqa: F401
-    except ImportError:
-        return FakeTopicStore(config["num.partitions"], config["auto.create.topics.enable"], config["message.max.bytes"])
+    """The durable topic store of `sharegroup serve` in `data_dir`."""
+    from sharegroup.server.serve import open_store
+
     return await open_store(data_dir, config, clock=clock)
 
 
@@ -197,14 +85,13 @@ class BrokerThread:
         if store is None:
             store = self.call(_open_store(data_dir, self.config, clock))  # clock: the store's (None: system)
         self.store = store
-        services = {}
+        self.share = None
         if share:  # the share-group services of `sharegroup serve` (persister, coordinator, manager)
             from sharegroup.server.serve import open_share_services
 
-            services["share"] = self.call(open_share_services(data_dir, self.config, store))
-        self.share = services.get("share")
+            self.share = self.call(open_share_services(data_dir, self.config, store))
         self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir,
-                             services=services)
+                             share=self.share)
         if self.share is not None:
             self.call(self.share.start())
         self.call(self.broker.start())

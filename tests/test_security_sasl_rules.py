@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from sharegroup.server.connection import CloseConnection
+from sharegroup.server.api import CloseConnection
 from sharegroup.server.security.sasl import (
     INVALID_RECEIVE_SIZE,
     NOT_GSSAPI,

@@ -13,7 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from sharegroup.server.broker_config import ServeConfig
-from sharegroup.server.connection import CloseConnection
+from sharegroup.server.api import CloseConnection
 from sharegroup.server.security.broker_security import BrokerSecurity
 from sharegroup.server.security.listeners import Listener, parse_listeners
 from sharegroup.server.security.sasl import SaslAuthenticator

@@ -14,7 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from sharegroup.server.codec import ZERO_UUID, build
-from tests.server_harness import BrokerThread, FakeTopicStore, RawClient, batch_bytes
+from tests.server_harness import BrokerThread, RawClient, batch_bytes
 
 
 @pytest.fixture
@@ -132,14 +132,14 @@ def test_wrong_api_versions_version_keeps_the_connection(broker):
     assert _still_serving(client)
 
 
-class _BrokenStore(FakeTopicStore):
-    async def append(self, topic_id, partition, records, *, acks):
-        raise RuntimeError("disk on fire")
+async def _disk_on_fire(topic_id, partition, records, *, acks):
+    raise RuntimeError("disk on fire")
 
 
-def test_a_handler_failure_answers_unknown_server_error_and_keeps_serving(tmp_path, caplog):
+def test_a_handler_failure_answers_unknown_server_error_and_keeps_serving(tmp_path, caplog, monkeypatch):
     caplog.set_level(logging.ERROR, logger="sharegroup.server")
-    b = BrokerThread(tmp_path, store=_BrokenStore())
+    b = BrokerThread(tmp_path)
+    monkeypatch.setattr(b.store, "append", _disk_on_fire)  # the store fails every append
     try:
         from kio.index import load_request_schema
 

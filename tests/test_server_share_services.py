@@ -123,7 +123,7 @@ def test_retention_moving_the_log_start_reaches_loaded_share_partitions(tmp_path
 
 
 async def _moved(broker: BrokerThread, topic_id: uuid.UUID) -> None:
-    broker.share.log_start_moved(topic_id, 0, broker.store.log_start_offset(topic_id, 0))
+    broker.share.log_start_moved(topic_id, 0)
 
 
 def test_group_membership_survives_a_broker_restart(tmp_path):

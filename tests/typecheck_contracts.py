@@ -12,6 +12,8 @@ from sharegroup.tracker._native import InFlightTracker as NativeTracker
 from sharegroup.logs import PartitionLogs
 from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.persistence import Persister
+from sharegroup.server.api import BrokerView
+from sharegroup.server.broker import Broker
 from sharegroup.server.topic_store import TopicStore
 from sharegroup.tracker import InFlightTrackerProtocol
 
@@ -38,3 +40,7 @@ def in_memory_logs_are_partition_logs(logs: InMemoryPartitionLogs) -> PartitionL
 
 def topic_store_is_partition_logs(store: TopicStore) -> PartitionLogs:
     return store
+
+
+def broker_is_a_broker_view(broker: Broker) -> BrokerView:
+    return broker

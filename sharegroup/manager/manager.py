@@ -199,7 +199,7 @@ class SharePartitionManager:
         """The topic log grew: wake the fetches waiting on it (O(fetches waiting on that partition))."""
         self._purgatory.wake_partition(topic_id, partition)
 
-    def on_log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start_offset: int = -1) -> None:
+    def on_log_start_moved(self, topic_id: uuid.UUID, partition: int) -> None:
         """Retention moved the log start of a partition: every loaded share-partition of it moves its
         start offset up now (records below it are archived), not only at its next fetch."""
         for entry in self._partitions:

@@ -1,30 +1,95 @@
-"""What a handler module provides (`ApiHandler`), what it is given (`RequestContext`), and the registry.
+"""What a handler module provides (`ApiHandler`), what it is given (`RequestContext` over a `BrokerView`),
+the exceptions that cross the server, and the registry.
 
 An API family is one module under `sharegroup/server/handlers/` that exports `HANDLERS`, a tuple of
 `ApiHandler`; `handlers/__init__.py` lists the modules (one line each). The registry answers "which
 handler serves (key, version)" and feeds ApiVersions, so advertising and dispatch cannot disagree.
+
+This module is the leaf of the server's seams: the handlers, the connection and the SASL gate import
+it, never `broker.py`. They see the broker as a `BrokerView` (exactly what they use of it), which
+`broker.Broker` implements (checked by mypy in tests/typecheck_contracts.py). So it imports nothing of
+the server that imports it back: only modules below the seam (the topic store, the share services,
+security settings, configs, metrics, codec).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
-from .authorization import ANONYMOUS, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from .authorization import ANONYMOUS, SUPPORTED_OPERATIONS, AclOperation, Authorizer, ResourceType
+from .broker_config import ServeConfig
 from .codec import build, response_class
+from .security.broker_security import BrokerSecurity
+from .share_services import ShareServices
+from .topic_admin import TopicAdmin
+from .topic_store import TopicStore
+from .wire_metrics import WireMetrics
 
-if TYPE_CHECKING:
-    from .broker import Broker
+__all__ = ["ApiHandler", "BrokerView", "CloseConnection", "DelayedClose", "HandlerRegistry", "RequestContext",
+           "SessionExpired"]
 
-__all__ = ["ApiHandler", "HandlerRegistry", "RequestContext"]
+
+# -- the exceptions that cross the server (raised by handlers and the SASL gate, handled by the connection) --
+
+
+class CloseConnection(Exception):
+    """A frame this broker refuses by closing the connection (Kafka's answer to undecodable input).
+
+    A failed SASL login closes after `delay_s`, sending `response` (a whole frame) first when set.
+    """
+
+    response: bytes | None = None
+    delay_s: float = 0.0
+
+
+class DelayedClose(CloseConnection):
+    """Close after `delay_s`, first sending `response` (a full frame, or None): a failed login."""
+
+    def __init__(self, reason: str, response: bytes | None, delay_s: float) -> None:
+        super().__init__(reason)
+        self.response = response
+        self.delay_s = delay_s
+
+
+class SessionExpired(CloseConnection):
+    """A request other than a re-authentication on a connection whose SASL session lifetime has run out
+    (the connection counts it among the expired connections killed)."""
+
+
+# -- what handlers and the connection see of the broker ----------------------------------------------
+
+
+class BrokerView(Protocol):
+    """The broker as handlers and the connection use it; `broker.Broker` implements it."""
+
+    config: ServeConfig  # the broker's configs (`sharegroup serve` flags, `--override`s, defaults)
+    node_id: int
+    cluster_id: str
+    store: TopicStore  # the topic store: topics, their partition logs, producer ids
+    topics: TopicAdmin  # topic look-ups and creation over the store, with Kafka's validation
+    share: ShareServices | None  # persister, group coordinator, manager; None: the group APIs are unavailable
+    authorizer: Authorizer  # AllowEveryone, or the StandardAuthorizer of `authorizer.class.name`
+    security: BrokerSecurity  # listeners, TLS contexts, SASL settings, SCRAM credentials
+    metrics: WireMetrics
+    registry: HandlerRegistry  # the APIs served (dispatch, ApiVersions, error responses)
+
+    def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
+        """(host, port) clients should use for this node on `listener` (see `Broker.advertised_endpoint`)."""
+        ...
+
+    def count_request(self, api_name: str, latency_s: float) -> None:
+        """Count one handled request of `api_name` and its latency."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """One decoded request's envelope: who asked, with which API version, on which broker."""
 
-    broker: "Broker"
+    broker: BrokerView
     api_key: int
     api_version: int
     correlation_id: int
@@ -49,10 +114,8 @@ class RequestContext:
         return allowed
 
     def _count_denial(self, operation: AclOperation, resource_type: ResourceType) -> None:
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None:
-            metrics.authorization_denied.labels(self.listener, AclOperation(operation).name,
-                                               ResourceType(resource_type).name).inc()
+        self.broker.metrics.authorization_denied.labels(self.listener, AclOperation(operation).name,
+                                                        ResourceType(resource_type).name).inc()
 
     def authorized_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Whether this request's principal may do `operation` on at least one resource of this type."""
@@ -80,13 +143,15 @@ class RequestContext:
         """The port clients should use for this node on this request's listener."""
         return self.broker.advertised_endpoint(self.listener, self.local_host)[1]
 
-    def response(self, data: dict[str, Any]) -> Any:
+    def response(self, data: dict[str, Any]) -> ResponsePayload:
         """The kio response of this request's API and version, built from plain data (see `codec.build`)."""
         return build(response_class(self.api_key, self.api_version), data)
 
 
-Handle = Callable[[RequestContext, Any], Awaitable[Any | None]]
-ErrorResponse = Callable[[RequestContext, Any, int], Any]
+# A handler is given the decoded kio request of one of the versions it serves (each version is its own
+# kio class; the handler reads the fields by name) and answers with a kio response of the same version.
+Handle = Callable[[RequestContext, RequestPayload], Awaitable[ResponsePayload | None]]
+ErrorResponse = Callable[[RequestContext, RequestPayload, int], ResponsePayload]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +184,6 @@ class HandlerRegistry:
                 raise ValueError(f"API key {handler.api_key} ({handler.name}) registered twice")
             self._by_key[handler.api_key] = handler
         self._check()
-
-    @classmethod
-    def from_modules(cls, modules: Iterable[ModuleType]) -> "HandlerRegistry":
-        return cls(h for module in modules for h in module.HANDLERS)
 
     def _check(self) -> None:
         for key, handler in self._by_key.items():

@@ -93,8 +93,6 @@ class Authorizer(Protocol):
 class AllowEveryone:
     """The authorizer of a broker without `authorizer.class.name`: every action is allowed."""
 
-    enabled = False  # the ACL APIs answer SECURITY_DISABLED when this is the broker's authorizer
-
     def authorize(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
     ) -> bool:

@@ -4,15 +4,16 @@
 started and stopped by `sharegroup serve` (see `serve.py`) or in-process by tests:
 
     broker = Broker(config, store, host="127.0.0.1", port=0, node_id=1, data_dir=path,
-                    services={"share": share_services})   # optional: see share_services.py
+                    share=share_services)   # optional: see share_services.py
     await broker.start(); ...; await broker.close()
 
 Listeners: without security settings, one PLAINTEXT listener on `host:port`; with `listeners` (and TLS /
 SASL settings, see `security/`) one server socket per listener, each connection knowing its listener.
 `broker.host`/`broker.port` are the first listener's bound address.
 
-`broker.close()` closes every service before the store. With share services, a closed connection
-closes the share sessions it opened and a retention pass pushes moved log starts into them.
+`broker.close()` closes the share services before the store. With share services, a closed connection
+closes the share sessions it opened and a retention pass pushes moved log starts into them. Without them
+(`share=None`, an embedding that serves topics only) the group APIs answer COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from .api import ApiHandler, HandlerRegistry
 from .authorization import Authorizer
 from .broker_config import ServeConfig
 from .connection import Connection
+from .handlers import all_handlers
 from .security.authorizer import authorizer_for
 from .security.broker_security import BrokerSecurity
 from .security.listeners import Listener
 from .security.ssl_principal import NoMatchingRule
+from .share_services import ShareServices
 from .topic_admin import TopicAdmin
+from .topic_store import TopicStore
 from .wire_metrics import WireMetrics, wire_metrics_for
 
 __all__ = ["Broker", "load_cluster_id"]
@@ -65,26 +69,25 @@ def _kafka_uuid_text(value: uuid.UUID) -> str:
 
 
 class Broker:
-    """A one-node Kafka-protocol broker over a topic store; handlers reach everything through it."""
+    """A one-node Kafka-protocol broker over a topic store; handlers reach everything through it (as
+    the `api.BrokerView` it implements)."""
 
     def __init__(
         self,
         config: ServeConfig,
-        store: Any,
+        store: TopicStore,
         *,
         host: str = "127.0.0.1",
         port: int = 9092,
         node_id: int = 1,
         data_dir: Path | str = ".",
         handlers: Iterable[ApiHandler] | None = None,
-        services: dict[str, Any] | None = None,
+        share: ShareServices | None = None,
         metrics: WireMetrics | None = None,
         authorizer: Authorizer | None = None,
         security: BrokerSecurity | None = None,
     ) -> None:
         if handlers is None:
-            from .handlers import all_handlers
-
             handlers = all_handlers()
         self.config = config
         self.store = store
@@ -94,7 +97,7 @@ class Broker:
         self.data_dir = Path(data_dir)
         self.registry = HandlerRegistry(handlers)
         self.topics = TopicAdmin(store, config)
-        self.services: dict[str, Any] = dict(services or {})  # later API families find their services here
+        self.share = share  # persister, group coordinator and manager (None: no share or consumer groups)
         self.cluster_id = load_cluster_id(self.data_dir)
         self.request_counts: Counter[str] = Counter()
         self.metrics = metrics if metrics is not None else wire_metrics_for()
@@ -126,8 +129,7 @@ class Broker:
             self.bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
         self._server = self._servers[0]
         self.host, self.port = self.bound[self.security.listeners[0].name]
-        if hasattr(self.store, "enforce_retention"):
-            self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
+        self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
 
     async def _enforce_retention(self) -> None:
         """Every `log.retention.check.interval.ms`, let the store drop what `log.retention.*` allows."""
@@ -139,11 +141,11 @@ class Broker:
             except Exception:  # a failing check must not stop later ones (logged, retried next interval)
                 log.exception("log retention check failed")
                 continue
-            share = self.services.get("share")
+            share = self.share
             for topic_id, partition, start in moved:
                 log.info("retention moved the log start of %s-%d to %d", topic_id, partition, start)
                 if share is not None:
-                    share.log_start_moved(topic_id, partition, start)
+                    share.log_start_moved(topic_id, partition)
 
     def advertised_endpoint(self, listener: str, local_host: str) -> tuple[str, int]:
         """(host, port) Metadata and FindCoordinator answer on `listener`: `advertised.listeners`, else the
@@ -180,7 +182,7 @@ class Broker:
         finally:
             self._connections.discard(task)
             self.metrics.connections.dec()
-            share = self.services.get("share")
+            share = self.share
             if share is not None and not self._closing:
                 try:  # a closed connection closes the share sessions it opened (Kafka's rule)
                     await share.connection_closed(connection.peer)
@@ -191,10 +193,6 @@ class Broker:
         self.request_counts[api_name] += 1
         self.metrics.requests.labels(api_name).inc()
         self.metrics.request_latency_seconds.labels(api_name).observe(latency_s)
-
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
 
     async def close(self) -> None:
         """Stop accepting, end every connection, close the store (pending writes made durable)."""
@@ -210,12 +208,6 @@ class Broker:
             await asyncio.gather(*self._connections, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
-        for service in self.services.values():  # before the store: they may still read or write through it
-            service_close = getattr(service, "close", None)
-            if service_close is not None:
-                await service_close()
-        closer = getattr(self.store, "close", None)
-        if closer is not None:
-            result = closer()
-            if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                await result
+        if self.share is not None:  # before the store: the services may still read or write through it
+            await self.share.close()
+        await self.store.close()

@@ -167,9 +167,4 @@ def build(cls: type, data: dict[str, Any], _depth: int = 0) -> Any:
     return cls(**kwargs)
 
 
-def has_field(cls: type, name: str) -> bool:
-    """Whether kio class `cls` (one version of a message) has field `name`."""
-    return name in _plan(cls)
-
-
 ZERO_UUID = uuid.UUID(int=0)

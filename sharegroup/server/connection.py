@@ -26,16 +26,15 @@ import asyncio
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .api import RequestContext
+from .api import BrokerView, CloseConnection, RequestContext, SessionExpired
 from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .security.listeners import Listener
+from .security.sasl import SaslAuthenticator, authenticator_for
 
 __all__ = ["Connection", "READ_AHEAD_FRAMES"]
 
@@ -45,21 +44,11 @@ READ_AHEAD_FRAMES = 16  # frames read ahead of the one being handled (bounds a p
 _CLOSE = object()
 
 
-class CloseConnection(Exception):
-    """A frame this broker refuses by closing the connection (Kafka's answer to undecodable input).
-
-    A failed SASL login closes after `delay_s`, sending `response` (a whole frame) first when set.
-    """
-
-    response: bytes | None = None
-    delay_s: float = 0.0
-
-
 class Connection:
     """Serves one accepted socket until the client leaves, sends bad input, or the broker stops."""
 
-    def __init__(self, broker: "Broker", reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener: Any = None) -> None:
+    def __init__(self, broker: BrokerView, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener: Listener | None = None) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
@@ -73,11 +62,10 @@ class Connection:
         self.requests_handled = 0
         self.listener_name = "PLAINTEXT" if listener is None else listener.name
         self.principal = ANONYMOUS  # the transport's principal (TLS client certificate) or the SASL login's
-        self.sasl: Any = None
-        security = getattr(broker, "security", None)
-        if listener is not None and security is not None:
-            self.principal = security.tls_principal(listener, writer.get_extra_info("ssl_object"))
-            self.sasl = security.authenticator(listener, broker.registry, self._context, self._handle)
+        self.sasl: SaslAuthenticator | None = None
+        if listener is not None:
+            self.principal = broker.security.tls_principal(listener, writer.get_extra_info("ssl_object"))
+            self.sasl = authenticator_for(broker.security, listener, broker.registry, self._context, self._handle)
             if self.sasl is not None:
                 self.sasl.on_outcome = functools.partial(broker.metrics.count_authentication, self.listener_name)
 
@@ -174,7 +162,7 @@ class Connection:
         and its response, when it has them (a failed SASL login)."""
         log.warning("closing connection %s: %s", self.peer, exc)
         self.broker.metrics.closed_connections.inc()
-        if type(exc).__name__ == "SessionExpired":  # security.sasl's (not imported: it imports this module)
+        if isinstance(exc, SessionExpired):
             self.broker.metrics.expired_connections_killed.inc()
         if exc.delay_s > 0:
             await asyncio.sleep(exc.delay_s)

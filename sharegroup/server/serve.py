@@ -165,7 +165,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = 
         await store.close()
         raise
     broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
-                    services={"share": share}, authorizer=authorizer, security=security)
+                    share=share, authorizer=authorizer, security=security)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

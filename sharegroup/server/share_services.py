@@ -118,7 +118,7 @@ class ShareServices:
 
     def __init__(self, persister: Any, sink: FileRecordSink, coordinator: GroupCoordinator,
                  manager: SharePartitionManager, group_config: GroupConfig,
-                 group_configs: GroupConfigStore | None = None) -> None:
+                 group_configs: GroupConfigStore) -> None:
         self.persister = persister
         self.group_configs = group_configs
         self.sink = sink
@@ -231,9 +231,10 @@ class ShareServices:
             if self.manager.sessions.get(*key) is not None:
                 await self.manager.on_member_left(*key)
 
-    def log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start_offset: int) -> None:
-        """Retention moved a log start: push it into the loaded share-partitions of that partition."""
-        self.manager.on_log_start_moved(topic_id, partition, log_start_offset)
+    def log_start_moved(self, topic_id: uuid.UUID, partition: int) -> None:
+        """Retention moved a log start: push it into the loaded share-partitions of that partition (they
+        read the new start from the log)."""
+        self.manager.on_log_start_moved(topic_id, partition)
 
     def _check(self) -> None:
         for key, connection in self._session_connection.items():

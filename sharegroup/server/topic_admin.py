@@ -9,14 +9,13 @@ message for a replication factor this one node cannot reach, and a uniform `Topi
 
 from __future__ import annotations
 
-import inspect
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import Errors, ShareError
 from .broker_config import ServeConfig
-from .topic_store import check_topic_name
+from .topic_store import TopicStore, check_topic_name
 
 __all__ = ["TopicAdmin", "TopicInfo"]
 
@@ -31,14 +30,10 @@ class TopicInfo:
     configs: Mapping[str, str]
 
 
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 class TopicAdmin:
     """Topic look-ups and creation over the durable topic store, with Kafka's validation."""
 
-    def __init__(self, store: Any, config: ServeConfig) -> None:
+    def __init__(self, store: TopicStore, config: ServeConfig) -> None:
         self.store = store
         self.config = config
 
@@ -86,9 +81,7 @@ class TopicAdmin:
         nulls = [key for key, value in (configs or {}).items() if value is None]
         if nulls:
             raise ShareError(Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
-        log_config = getattr(self.store, "log_config", None)
-        if log_config is not None:
-            log_config.for_topic(dict(configs or {}))  # INVALID_CONFIG naming the key
+        self.store.log_config.for_topic(dict(configs or {}))  # INVALID_CONFIG naming the key
         if assignments:
             if replication_factor != -1:
                 raise ShareError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, but "
@@ -111,9 +104,9 @@ class TopicAdmin:
                 f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
                 f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
             )
-        topic = await _maybe_await(self.store.create_topic(
+        topic = await self.store.create_topic(
             name, num_partitions, dict(configs or {}), replication_factor=replication_factor,
-            validate_only=validate_only))
+            validate_only=validate_only)
         if validate_only:  # nothing was stored: answer from what was asked
             return TopicInfo(name=topic.name, topic_id=topic.topic_id, num_partitions=topic.num_partitions,
                              configs={k: v for k, v in (configs or {}).items() if v is not None})
@@ -127,5 +120,5 @@ class TopicAdmin:
         topic = self.by_name(name)
         if topic is not None:
             return topic
-        created = await _maybe_await(self.store.auto_create_topic(name))
+        created = await self.store.auto_create_topic(name)
         return None if created is None else self._info(created)

@@ -1,6 +1,11 @@
 """One module per API family; each exports `HANDLERS` (a tuple of `ApiHandler`).
 
 To add an API family: write its module and add it to `HANDLER_MODULES` below (one line).
+
+A handler is given the broker as an `api.BrokerView` (it imports `api`, never `broker`) and the decoded
+kio request of one of the versions it serves. Each version is its own kio class, so a field that only
+some versions have is read with `getattr(request, name, default)`: that probes kio's message classes,
+not our objects.
 """
 
 from __future__ import annotations

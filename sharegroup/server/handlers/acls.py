@@ -26,17 +26,20 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..api import ApiHandler, RequestContext
+from ..api import ApiHandler, CloseConnection, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
-from ..connection import CloseConnection
 from ..security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType, enum_or_unknown
+from ..security.authorizer import StandardAuthorizer
 
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def _enabled(ctx: RequestContext) -> bool:
-    return bool(getattr(ctx.broker.authorizer, "enabled", False))
+def _acl_authorizer(ctx: RequestContext) -> StandardAuthorizer | None:
+    """The broker's ACL authorizer (`authorizer.class.name` set); None without one (AllowEveryone): the
+    ACL APIs then answer SECURITY_DISABLED."""
+    authorizer = ctx.broker.authorizer
+    return authorizer if isinstance(authorizer, StandardAuthorizer) else None
 
 
 def _filter(item: Any) -> AclBindingFilter:
@@ -66,13 +69,14 @@ def _unknown_in_filter(item: Any) -> bool:
 async def describe_acls(ctx: RequestContext, request: Any) -> Any:
     if _unknown_in_filter(request):
         raise CloseConnection("DescribeAclsRequest contains UNKNOWN elements")
-    if not _enabled(ctx):
+    authorizer = _acl_authorizer(ctx)
+    if authorizer is None:
         return describe_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER_DESCRIBE)
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return describe_error(ctx, request, ErrorCode.cluster_authorization_failed)
     acl_filter = _filter(request)  # Kafka checks no filter here: one with an UNKNOWN element matches nothing
     resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
-    for b in ctx.broker.authorizer.acls(acl_filter):
+    for b in authorizer.acls(acl_filter):
         resources.setdefault((b.resource_type, b.name, b.pattern_type), []).append(
             {"principal": b.principal, "host": b.host, "operation": b.operation, "permission_type": b.permission})
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "resources": [
@@ -107,11 +111,12 @@ def _has_unknown_element(creation: Any) -> bool:
 async def create_acls(ctx: RequestContext, request: Any) -> Any:
     if any(_has_unknown_element(c) for c in request.creations):
         raise CloseConnection("CreatableAcls contain unrecognized elements.")
-    if not _enabled(ctx):
+    authorizer = _acl_authorizer(ctx)
+    if authorizer is None:
         return create_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER)
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return create_error(ctx, request, ErrorCode.cluster_authorization_failed)
-    problems = await ctx.broker.authorizer.create_acls([_binding(c) for c in request.creations])
+    problems = await authorizer.create_acls([_binding(c) for c in request.creations])
     return ctx.response({"throttle_time": 0, "results": [
         {"error_code": ErrorCode.none if p is None else ErrorCode.invalid_request, "error_message": p}
         for p in problems]})
@@ -134,11 +139,12 @@ def _matching(b: AclBinding) -> dict[str, Any]:
 async def delete_acls(ctx: RequestContext, request: Any) -> Any:
     if any(_unknown_in_filter(f) for f in request.filters):
         raise CloseConnection("Filters contain UNKNOWN elements")
-    if not _enabled(ctx):
+    authorizer = _acl_authorizer(ctx)
+    if authorizer is None:
         return delete_error(ctx, request, ErrorCode.security_disabled, NO_AUTHORIZER)
     if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return delete_error(ctx, request, ErrorCode.cluster_authorization_failed)
-    results = await ctx.broker.authorizer.delete_acls([_filter(f) for f in request.filters])
+    results = await authorizer.delete_acls([_filter(f) for f in request.filters])
     return ctx.response({"throttle_time": 0, "filter_results": [
         {"error_code": ErrorCode.none if problem is None else ErrorCode.invalid_request, "error_message": problem,
          "matching_acls": [_matching(b) for b in removed]}

@@ -32,7 +32,7 @@ GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELET
 
 
 def _coordinator(ctx: RequestContext) -> Any:
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     return None if share is None else share.coordinator
 
 

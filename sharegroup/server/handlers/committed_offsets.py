@@ -35,7 +35,7 @@ UNKNOWN_PARTITION = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def _coordinator(ctx: RequestContext) -> Any:
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     return None if share is None else share.coordinator
 
 

@@ -51,7 +51,7 @@ from ...errors import Errors, ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..broker_config import CONFIG_DEFS
-from ..group_configs import DELETE, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_DOCS, SET
+from ..group_configs import DELETE, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_DOCS, SET, GroupConfigStore
 from ..topic_config_defs import TOPIC_CONFIG_DEFS, TopicConfigDef
 from ..topic_store import check_topic_name
 
@@ -202,9 +202,9 @@ def _broker_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     return [_broker_entry(config, k, v) for k, v in sorted(config.values.items())]
 
 
-def _group_store(ctx: RequestContext) -> Any:
-    share = ctx.broker.services.get("share")
-    if share is None or getattr(share, "group_configs", None) is None:
+def _group_store(ctx: RequestContext) -> GroupConfigStore:
+    share = ctx.broker.share
+    if share is None:
         raise ShareError(Errors.COORDINATOR_NOT_AVAILABLE, "share groups are not enabled")
     return share.group_configs
 

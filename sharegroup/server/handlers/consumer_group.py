@@ -33,7 +33,7 @@ from .share_group import (  # the same response shapes as the share APIs
 
 
 def _coordinator(ctx: RequestContext) -> Any:
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     return None if share is None else share.coordinator
 
 

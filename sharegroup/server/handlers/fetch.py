@@ -37,21 +37,20 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
+from ..topic_store import TopicStore
 
 READ_COMMITTED = 1
 LEADER_EPOCH = 0  # this node leads every partition from the start, never re-elected
 FULL_EPOCHS = (0, -1)  # KIP-227: a full request (0 would open a session, -1 asks for none)
-_signals: "weakref.WeakKeyDictionary[Any, AppendSignal]" = weakref.WeakKeyDictionary()
+_signals: "weakref.WeakKeyDictionary[TopicStore, AppendSignal]" = weakref.WeakKeyDictionary()
 
 
 class AppendSignal:
     """Wakes waiting fetches when the store publishes an append (subscribed once per store)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: TopicStore) -> None:
         self._waiters: set[asyncio.Future[None]] = set()
-        subscribe = getattr(store, "subscribe", None)
-        if subscribe is not None:
-            subscribe(self._on_append)
+        store.subscribe(self._on_append)
 
     def arm(self) -> asyncio.Future[None]:
         """A future completed by the next append (arm before reading, so no append is missed)."""
@@ -73,7 +72,7 @@ class AppendSignal:
                 future.set_result(None)
 
 
-def _signal(store: Any) -> AppendSignal:
+def _signal(store: TopicStore) -> AppendSignal:
     signal = _signals.get(store)
     if signal is None:
         signal = _signals[store] = AppendSignal(store)

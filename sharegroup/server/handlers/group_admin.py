@@ -53,10 +53,6 @@ GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 NO_OFFSETS_MESSAGE = "There is no offset information to delete."  # Kafka's, for a topic the group holds no state for
 
 
-def _share(ctx: RequestContext) -> Any:
-    return ctx.broker.services.get("share")
-
-
 def _topic(ctx: RequestContext, name: str) -> Any:
     return ctx.broker.store.topic_by_name(name)
 
@@ -65,7 +61,7 @@ def _topic(ctx: RequestContext, name: str) -> Any:
 
 
 async def list_groups(ctx: RequestContext, request: Any) -> Any:
-    share = _share(ctx)
+    share = ctx.broker.share
     if share is None:
         return list_groups_error(ctx, request, NOT_AVAILABLE)
     listings = share.coordinator.list_groups(getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
@@ -84,7 +80,7 @@ def list_groups_error(ctx: RequestContext, request: Any, code: int) -> Any:
 
 
 async def delete_groups(ctx: RequestContext, request: Any) -> Any:
-    share = _share(ctx)
+    share = ctx.broker.share
     results = []
     for group_id in request.groups_names:
         code = NOT_AVAILABLE
@@ -94,8 +90,7 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
             try:
                 await share.coordinator.delete_group(group_id)
                 code = ErrorCode.none
-                if getattr(share, "group_configs", None) is not None:
-                    share.group_configs.forget(group_id)  # Kafka deletes a group's configs with it
+                share.group_configs.forget(group_id)  # Kafka deletes a group's configs with it
             except ShareError as exc:
                 code = int(exc.error)
         results.append({"group_id": group_id, "error_code": code})
@@ -163,7 +158,7 @@ async def _describe_one(ctx: RequestContext, share: Any, group: Any) -> dict[str
 
 
 async def describe_offsets(ctx: RequestContext, request: Any) -> Any:
-    share = _share(ctx)
+    share = ctx.broker.share
     if share is None:
         return describe_offsets_error(ctx, request, NOT_AVAILABLE)
     return ctx.response({"throttle_time": 0, "groups": [await _describe_one(ctx, share, g) for g in request.groups]})
@@ -178,7 +173,7 @@ def describe_offsets_error(ctx: RequestContext, request: Any, code: int) -> Any:
 
 
 async def alter_offsets(ctx: RequestContext, request: Any) -> Any:
-    share = _share(ctx)
+    share = ctx.broker.share
     if share is None:
         return alter_offsets_error(ctx, request, NOT_AVAILABLE)
     if not ctx.authorized(AclOperation.READ, GROUP, request.group_id):
@@ -228,7 +223,7 @@ def alter_offsets_error(ctx: RequestContext, request: Any, code: int, message: s
 
 
 async def delete_offsets(ctx: RequestContext, request: Any) -> Any:
-    share = _share(ctx)
+    share = ctx.broker.share
     if share is None:
         return delete_offsets_error(ctx, request, NOT_AVAILABLE)
     if not ctx.authorized(AclOperation.DELETE, GROUP, request.group_id):

@@ -15,7 +15,6 @@ WRITE on at least one topic (CLUSTER_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -44,12 +43,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             return error_response(ctx, request, ErrorCode.invalid_transaction_timeout)
         return error_response(ctx, request, ErrorCode.coordinator_not_available)
     try:
-        result = ctx.broker.store.init_producer_id(producer_id=producer_id, producer_epoch=producer_epoch)
-        if inspect.isawaitable(result):
-            result = await result
+        pid, epoch = ctx.broker.store.init_producer_id(producer_id=producer_id, producer_epoch=producer_epoch)
     except ShareError as exc:
         return error_response(ctx, request, int(exc.error))
-    pid, epoch = (result.producer_id, result.producer_epoch) if hasattr(result, "producer_id") else result
     return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": epoch})
 
 

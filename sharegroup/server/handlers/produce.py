@@ -28,15 +28,13 @@ partition in the order it sent them.
 from __future__ import annotations
 
 import datetime
-import inspect
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
-from ..api import ApiHandler, RequestContext
+from ..api import ApiHandler, CloseConnection, RequestContext
 from ..authorization import AclOperation, ResourceType
-from ..connection import CloseConnection
 from ..record_batch import RecordValidationError
 
 VALID_ACKS = (0, 1, -1)
@@ -98,9 +96,7 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
         return _partition(index, ErrorCode.unsupported_compression_type,
                           f"ZSTD compression needs Produce v{_ZSTD_SINCE_VERSION} or later")
     try:
-        result = broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
-        if inspect.isawaitable(result):
-            result = await result
+        result = await broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
     except ShareError as exc:
         log_start = -1
         record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else None

@@ -169,7 +169,7 @@ def _topic_readable(ctx: RequestContext) -> Any:
 
 
 async def share_fetch(ctx: RequestContext, request: Any) -> Any:
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     if share is None:
         return fetch_error(ctx, request, ErrorCode.unsupported_version)
     if not _group_readable(ctx, request):
@@ -182,7 +182,7 @@ async def share_fetch(ctx: RequestContext, request: Any) -> Any:
 
 
 async def share_acknowledge(ctx: RequestContext, request: Any) -> Any:
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     if share is None:
         return acknowledge_error(ctx, request, ErrorCode.unsupported_version)
     if not _group_readable(ctx, request):

@@ -34,12 +34,8 @@ NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
-def _services(ctx: RequestContext) -> Any:
-    return ctx.broker.services.get("share")
-
-
 async def heartbeat(ctx: RequestContext, request: Any) -> Any:
-    share = _services(ctx)
+    share = ctx.broker.share
     if share is None:
         return heartbeat_error(ctx, request, ErrorCode.coordinator_not_available, "share groups are not enabled")
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
@@ -83,7 +79,7 @@ def heartbeat_error(ctx: RequestContext, request: Any, code: int, message: str |
 
 
 async def describe(ctx: RequestContext, request: Any) -> Any:
-    share = _services(ctx)
+    share = ctx.broker.share
     groups = []
     for group_id in request.group_ids:
         if share is None:
@@ -104,7 +100,7 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
         include_ops = bool(getattr(request, "include_authorized_operations", False))
         groups.append({
             "error_code": ErrorCode.none, "group_id": description.group_id,
-            "group_state": description.state.value if hasattr(description.state, "value") else str(description.state),
+            "group_state": description.state.value,
             "group_epoch": description.group_epoch, "assignment_epoch": description.assignment_epoch,
             "assignor_name": "simple",
             "authorized_operations": ctx.authorized_operations(ResourceType.GROUP, group_id) if include_ops else NO_OPERATIONS,

@@ -36,7 +36,7 @@ log = logging.getLogger("sharegroup.server")
 
 def _wanted(request: Any) -> list[tuple[str | None, Any]]:
     """(name, topic id or None) of every topic of a DeleteTopics request, whatever its version."""
-    if hasattr(request, "topics"):
+    if hasattr(request, "topics"):  # kio's DeleteTopics v6+ (names or ids); v0-5 have only topic_names
         return [(t.name, None if t.topic_id in (None, ZERO_UUID) else t.topic_id) for t in request.topics]
     return [(name, None) for name in request.topic_names]
 
@@ -66,7 +66,7 @@ async def _delete_one(ctx: RequestContext, name: str | None, topic_id: Any) -> d
         await store.delete_topic(info.name)
     except ShareError as exc:
         return _topic_result(info.name, info.topic_id, int(exc.error), exc.message or None)
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     if share is not None:
         failed = {g: e for g, e in (await share.coordinator.topic_deleted(info.topic_id)).items() if e != Errors.NONE}
         if failed:  # the topic is gone all the same; the state stays "deleting" and is retried on the next delete
@@ -128,9 +128,9 @@ async def _delete_records_one(ctx: RequestContext, info: Any, partition: int, of
         low_watermark = await store.delete_records(info.topic_id, partition, offset)
     except ShareError as exc:
         return {"partition_index": partition, "low_watermark": -1, "error_code": int(exc.error)}
-    share = ctx.broker.services.get("share")
+    share = ctx.broker.share
     if share is not None:
-        share.log_start_moved(info.topic_id, partition, low_watermark)
+        share.log_start_moved(info.topic_id, partition)
     return {"partition_index": partition, "low_watermark": low_watermark, "error_code": ErrorCode.none}
 
 

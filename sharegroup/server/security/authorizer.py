@@ -61,7 +61,6 @@ Entry = tuple[str, str, AclOperation, AclPermissionType]  # principal, host, ope
 class StandardAuthorizer:
     """ACLs in memory (indexed) and on disk; decides `authorize` with Kafka's StandardAuthorizer rules."""
 
-    enabled = True  # the ACL APIs work (an `AllowEveryone` broker answers SECURITY_DISABLED)
     CACHE_MAX_ENTRIES = 65_536
 
     def __init__(

@@ -6,9 +6,9 @@ SCRAM credential store of `DIR/security`. A wrong setting raises `ValueError` na
 socket is bound (`sharegroup serve` exits 2). Without security settings the result is one PLAINTEXT
 listener on `--host`/`--port` and nothing else changes.
 
-Per connection it answers two questions: the principal the transport gives (`tls_principal`: a client
-certificate's mapped subject, else User:ANONYMOUS) and, on SASL listeners, the `SaslAuthenticator`
-that gates the connection until it has logged in.
+Per connection it answers the principal the transport gives (`tls_principal`: a client certificate's
+mapped subject, else User:ANONYMOUS) and, on SASL listeners, the mechanisms and settings the
+connection's `SaslAuthenticator` is built from (`sasl.authenticator_for`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 from ..authorization import ANONYMOUS
 from .listeners import Listener, listener_value, parse_advertised, parse_listeners
-from .sasl import SaslAuthenticator
 from .sasl_mechanisms import (
     SCRAM_MECHANISMS,
     SUPPORTED_MECHANISMS,
@@ -122,23 +121,3 @@ class BrokerSecurity:
             return PlainServer(users, self.store)
 
         return new
-
-    def authenticator(self, listener: Listener, registry: Any, ctx_for: Any,
-                      handle_api: Any) -> SaslAuthenticator | None:
-        """The SASL gate of a new connection on `listener` (None on PLAINTEXT and SSL listeners)."""
-        if not listener.uses_sasl:
-            return None
-
-        def max_reauth_ms(mechanism: str) -> int:  # listener- and mechanism-prefixed forms win
-            return int(listener_value(self.config, listener.name, "connections.max.reauth.ms", mechanism=mechanism))
-
-        return SaslAuthenticator(
-            mechanisms=self.mechanisms[listener.name],
-            new_server=self.new_mechanism_server(listener),
-            registry=registry,
-            ctx_for=ctx_for,
-            handle_api=handle_api,
-            failed_delay_ms=self.config["connection.failed.authentication.delay.ms"],
-            max_reauth_ms=max_reauth_ms,
-            max_receive_size=self.config["sasl.server.max.receive.size"],
-        )

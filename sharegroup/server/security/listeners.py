@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+
+from ..broker_config import ServeConfig
 
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # security protocols that run over TLS
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})  # security protocols that log in with SASL
@@ -137,12 +139,10 @@ def parse_advertised(text: str | None, listeners: list[Listener]) -> dict[str, t
     return out
 
 
-def listener_value(config: Any, listener: str, key: str, mechanism: str | None = None) -> Any:
-    """The value of `key` for `listener`: `listener.name.<l>[.<mechanism>].<key>`, else the plain key.
-
-    `config` is a `ServeConfig` (its `listener_configs` hold the prefixed keys) or a plain mapping.
-    """
-    prefixed: Mapping[str, Any] = getattr(config, "listener_configs", None) or {}
+def listener_value(config: ServeConfig, listener: str, key: str, mechanism: str | None = None) -> Any:
+    """The value of `key` for `listener`: `listener.name.<l>[.<mechanism>].<key>` (the config's
+    `listener_configs`), else the plain key."""
+    prefixed = config.listener_configs
     base = f"listener.name.{listener.lower()}."
     if mechanism is not None:
         value = prefixed.get(f"{base}{mechanism.lower()}.{key}")
@@ -154,7 +154,7 @@ def listener_value(config: Any, listener: str, key: str, mechanism: str | None =
     return config[key]
 
 
-def listener_override(config: Any, listener: str, key: str) -> Any:
+def listener_override(config: ServeConfig, listener: str, key: str) -> Any:
     """Only the listener-prefixed value of `key` (None when not set for this listener)."""
-    prefixed: Mapping[str, Any] = getattr(config, "listener_configs", None) or {}
+    prefixed = config.listener_configs
     return prefixed.get(f"listener.name.{listener.lower()}.{key}")

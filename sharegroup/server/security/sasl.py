@@ -44,7 +44,7 @@ from typing import Any, Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
-from ..api import RequestContext
+from ..api import CloseConnection, DelayedClose, HandlerRegistry, RequestContext, SessionExpired
 from ..codec import (
     API_VERSIONS_KEY,
     DecodeFailure,
@@ -55,10 +55,13 @@ from ..codec import (
     request_class,
     response_class,
 )
-from ..connection import CloseConnection
+from .broker_security import BrokerSecurity
+from .listeners import Listener, listener_value
 from .sasl_mechanisms import MechanismServer, SaslAuthenticationFailed, SaslFailure
 
-__all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SessionExpired", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY"]
+# DelayedClose and SessionExpired live in `api` (the connection handles them); re-exported here, where they are raised.
+__all__ = ["DelayedClose", "SaslAuthenticator", "SaslState", "SessionExpired", "SASL_HANDSHAKE_KEY", "SASL_AUTHENTICATE_KEY",
+           "authenticator_for"]
 
 log = logging.getLogger("sharegroup.server")
 
@@ -83,20 +86,30 @@ class SaslState(Enum):
     FAILED = "FAILED"
 
 
-class SessionExpired(CloseConnection):
-    """A request other than a re-authentication on a connection whose session lifetime has run out."""
-
-
-class DelayedClose(CloseConnection):
-    """Close after `delay_s`, first sending `response` (a full frame, or None): a failed login."""
-
-    def __init__(self, reason: str, response: bytes | None, delay_s: float) -> None:
-        super().__init__(reason)
-        self.response = response
-        self.delay_s = delay_s
-
-
 HandleApi = Callable[[bytes], Awaitable[bytes | None]]
+
+
+def authenticator_for(security: BrokerSecurity, listener: Listener, registry: HandlerRegistry,
+                      ctx_for: Callable[[Any], RequestContext], handle_api: HandleApi) -> "SaslAuthenticator | None":
+    """The SASL gate of a new connection on `listener` (None on PLAINTEXT and SSL listeners), with the
+    broker's settings for that listener."""
+    if not listener.uses_sasl:
+        return None
+    config = security.config
+
+    def max_reauth_ms(mechanism: str) -> int:  # listener- and mechanism-prefixed forms win
+        return int(listener_value(config, listener.name, "connections.max.reauth.ms", mechanism=mechanism))
+
+    return SaslAuthenticator(
+        mechanisms=security.mechanisms[listener.name],
+        new_server=security.new_mechanism_server(listener),
+        registry=registry,
+        ctx_for=ctx_for,
+        handle_api=handle_api,
+        failed_delay_ms=config["connection.failed.authentication.delay.ms"],
+        max_reauth_ms=max_reauth_ms,
+        max_receive_size=config["sasl.server.max.receive.size"],
+    )
 
 
 class SaslAuthenticator:
@@ -107,7 +120,7 @@ class SaslAuthenticator:
         *,
         mechanisms: list[str],
         new_server: Callable[[str], MechanismServer],
-        registry: Any,
+        registry: HandlerRegistry,
         ctx_for: Callable[[Any], RequestContext],
         handle_api: HandleApi,
         failed_delay_ms: int,
