@@ -4,7 +4,7 @@ The pure twin `persister.frame_codec_pure` has the same names, signatures and be
 """
 
 from persister.frame_codec import KeyTable
-from persister.records import ShareDelta
+from persister.state_records import ShareDelta
 
 NATIVE: bool
 KIND_CHECKPOINT: int

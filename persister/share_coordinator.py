@@ -8,7 +8,7 @@ append leaves the state untouched. The coordinator is four modules, one concern 
 - this one: the requests (the Persister protocol, the batched RPC shape) and the rules that turn a
   request into a record (validation, fencing, the checkpoint count: `_next_record`);
 - `persister.append_pipeline`: per-key holds, appends, and replay once a record is durable;
-- `persister.replay`: how a record changes a key's state, and the replay of a whole log on open
+- `persister.state_replay`: how a record changes a key's state, and the replay of a whole log on open
   (shared with the audit);
 - `persister.pruning`: which offsets are redundant and which keys are cold.
 
@@ -34,12 +34,7 @@ from . import pruning
 from .append_pipeline import AppendPipeline
 from .combiner import combine, is_canonical, merge_canonical
 from .frame_codec import frame_codec
-from .log import SegmentLog
-from .log_api import RecordLog
-from .records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, encode_key, encode_record, new_delta
-from .replay import KeyState, apply_record, replay_log, replay_record
-from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem, as_items, per_partition
-from .validation import (
+from .request_validation import (
     INT32_MAX,
     INT64_MAX,
     RECORDS_PER_SNAPSHOT_MAX,
@@ -51,6 +46,11 @@ from .validation import (
     fast_state_batches,
     request_key,
 )
+from .state_log import SegmentLog
+from .state_log_api import RecordLog
+from .state_records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, encode_key, encode_record, new_delta
+from .state_replay import KeyState, apply_record, replay_log, replay_record
+from .state_requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem, as_items, per_partition
 
 __all__ = ["ShareCoordinator"]
 
@@ -525,7 +525,7 @@ class ShareCoordinator:
     def _replay(
         self, offset: int, key: StateKey, record: ShareRecord, key_state: KeyState | None = None
     ) -> ShareCheckpoint | None:
-        """Apply one durable record to the in-memory state (`persister.replay`); return the key's state
+        """Apply one durable record to the in-memory state (`persister.state_replay`); return the key's state
         after it (None after a tombstone). The append pipeline calls it once a record is durable.
 
         `key_state` is the key's state that `write_state` validated the record against: the key has been

@@ -253,7 +253,7 @@ def copy_share_state(url: str, copy_dir: str, print_fn: Callable[[str], None]) -
     that as a durable-state problem and skips the audit)."""
     import shutil
 
-    from persister.kafka_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
+    from persister.kafka_state_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
     from persister.kafka_persister import parse_kafka_url
 
     servers, topic = parse_kafka_url(url)
@@ -279,7 +279,7 @@ def _prepare_data_dir(data_dir: str, keep: bool) -> str:
     any other non-empty directory is refused too, so a mistyped --data does not fill a directory with
     segment files.
     """
-    from persister.log import START_OFFSET_FILE, segment_file_name
+    from persister.state_log import START_OFFSET_FILE, segment_file_name
 
     if not os.path.exists(data_dir):
         os.makedirs(data_dir)
@@ -346,7 +346,7 @@ def _state_log_lock(data_dir: str) -> Iterator[None]:
     Takes the persister's own lock (`lock_log_dir`) without creating a lock file where there is none
     (then no log was ever opened there).
     """
-    from persister.log_files import LogLockedError, lock_log_dir
+    from persister.state_log_files import LogLockedError, lock_log_dir
 
     try:
         fd = lock_log_dir(data_dir, create=False)

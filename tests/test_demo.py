@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from persister import LocalPersister
-from persister.log import segment_file_name
+from persister.state_log import segment_file_name
 from sharegroup.demo import (
     DATA_DIR_MARKER,
     RECORDS_PER_CHECKPOINT,

@@ -33,8 +33,8 @@ from persister import (  # noqa: E402
     ShareDelta,
     StateKey,
 )
-from persister.kafka_log import _KEY, ensure_topic, topic_settings  # noqa: E402
-from persister.records import encode_record  # noqa: E402
+from persister.kafka_state_log import _KEY, ensure_topic, topic_settings  # noqa: E402
+from persister.state_records import encode_record  # noqa: E402
 from sharegroup.clock import ManualClock  # noqa: E402
 from sharegroup.types import StateBatch  # noqa: E402
 
@@ -304,7 +304,7 @@ def scripted_log(producer) -> KafkaRecordLog:
 
 
 def one_append():
-    from persister.kafka_log import _Append
+    from persister.kafka_state_log import _Append
 
     return [_Append(1, encode_record(*delta(0)), None)]
 
