@@ -615,7 +615,7 @@ def test_audit_reads_a_kafka_state_log_without_fencing_its_owner(cluster, topic,
     """`sharegroup audit kafka://host:port/topic` audits a read-only copy of the state log: the same
     verdict and final states as the audit of a LocalPersister's log for the same writes, and the owner goes
     on writing afterwards (the audit took no producer id)."""
-    from sharegroup.audit.api import run_audit
+    from sharegroup.audit.runner import run_audit
 
     async def go():
         local = await LocalPersister.open(tmp_path / "local", fsync=False, clock=ManualClock(0))

@@ -5,7 +5,7 @@ coordinator's own replay (`persister.apply_record` on a `persister.KeyState`: th
 replay rules, shared), and checks the invariants (`Rule`) around each record: before applying it
 against the state so far, and after it where the rule is about the result (a terminal offset that
 becomes AVAILABLE or ACQUIRED again, too many deltas since a checkpoint). The Spark executors and the
-single-process replay (`replay.py`) both feed it the rows that `decode.py` produces, so every rule
+single-process replay (`single_process.py`) both feed it the rows that `decode.py` produces, so every rule
 exists once.
 
 A row is `(log_offset, record)`: a `persister.ShareCheckpoint`, a `persister.ShareDelta`, or None for a

@@ -71,7 +71,7 @@ def run_audit(
     if engine == "python":
         if local is None:
             raise AuditEnvironmentError(f"the python engine reads local directories only, not {log_dir}")
-        from .replay import replay_log
+        from .single_process import replay_log
 
         result = replay_log(local, options)
     else:
