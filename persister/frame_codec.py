@@ -16,6 +16,7 @@ both twins import; it is re-exported here.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from typing import Protocol
 
@@ -54,14 +55,16 @@ def pure_frame_codec() -> FrameCodec:
 def native_frame_codec() -> FrameCodec:
     """The Cython twin; raises ImportError with a clear message when the extension is not built."""
     try:
-        from . import _native_records  # type: ignore[attr-defined]
+        # By its full name: `from . import _native_records` imports the package `persister` and takes
+        # the name from it, a dependency on the package's __init__, which imports this module.
+        native = importlib.import_module("persister._native_records")
     except ImportError as exc:
         raise ImportError(
             "the native record codec (persister._native_records) is not built: run `make build` (or "
             "`python setup.py build_ext --inplace`), or set SHAREGROUP_PUREPYTHON=1 to use the "
             f"pure-Python twin ({exc})"
         ) from exc
-    return _native_records  # type: ignore[return-value]
+    return native  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,6 +11,7 @@ import enum
 import os
 import random
 import struct
+import sys
 import uuid
 
 import crc32c
@@ -134,16 +135,8 @@ def test_native_crc32c_equals_the_crc32c_package(data, value):
 
 
 def test_a_missing_native_build_is_an_error_not_a_fallback(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_native(name, globals=None, locals=None, fromlist=(), level=0):
-        if fromlist and "_native_records" in fromlist or name.endswith("_native_records"):
-            raise ImportError("simulated missing build")
-        return real_import(name, globals, locals, fromlist, level)
-
-    monkeypatch.setattr(builtins, "__import__", no_native)
+    # None in sys.modules makes every import of the module fail, as a missing build does.
+    monkeypatch.setitem(sys.modules, "persister._native_records", None)
     with pytest.raises(ImportError, match="SHAREGROUP_PUREPYTHON=1"):
         frame_codec_module.native_frame_codec()
 
