@@ -64,7 +64,7 @@ def native_frame_codec() -> FrameCodec:
             "`python setup.py build_ext --inplace`), or set SHAREGROUP_PUREPYTHON=1 to use the "
             f"pure-Python twin ({exc})"
         ) from exc
-    return native  # type: ignore[return-value]
+    return native
 
 
 @functools.lru_cache(maxsize=1)
