@@ -33,7 +33,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t, uint32_t, uint6
 import uuid
 
 from persister.frame_rows import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE
-from persister.records import FORMAT_VERSION, MAX_FRAME_BYTES, RECORD_TYPE_CHECKPOINT, RECORD_TYPE_DELTA, StateKey
+from persister.state_records import FORMAT_VERSION, MAX_FRAME_BYTES, RECORD_TYPE_CHECKPOINT, RECORD_TYPE_DELTA, StateKey
 
 __all__ = ["scan_frames", "decode_frames", "encode_delta_frame", "crc32c", "NATIVE", "KIND_CHECKPOINT", "KIND_DELTA", "KIND_TOMBSTONE"]
 
@@ -362,7 +362,7 @@ cdef object _new_key_slow(object keys, bytes stored_form):
     """A key whose stored form uses a longer encoding than msgpack writes: decoded by msgpack itself
     and checked as `records.check_encoded_key` checks it (rare enough not to need speed)."""
     import msgpack
-    from persister.records import check_encoded_key
+    from persister.state_records import check_encoded_key
     try:
         encoded_key = msgpack.unpackb(stored_form, raw=False, use_list=True, strict_map_key=True)
         check_encoded_key(encoded_key)
@@ -622,7 +622,7 @@ def encode_delta_frame(bytes encoded_key, value, pack=None):
     cdef uint8_t *p
     cdef uint32_t crc
     if _encode_delta_frame_py is None:
-        from persister.records import encode_delta_frame as python_encoder
+        from persister.state_records import encode_delta_frame as python_encoder
         _encode_delta_frame_py = python_encoder
     if not (
         type(batches) is tuple

@@ -42,7 +42,7 @@ import pytest
 from persister import LocalPersister, SegmentLog, ShareCheckpoint, ShareCoordinator, ShareDelta, StateKey, encode_record
 from persister import frame_codec as frame_codec_module
 from persister.frame_rows import KeyTable
-from persister.log_files import segment_file_name
+from persister.state_log_files import segment_file_name
 from sharegroup.clock import ManualClock
 from sharegroup.types import StateBatch
 
@@ -429,7 +429,7 @@ def test_frame_codec_twins(benchmark, capsys, codec, codec_segment):
 
 
 def msgpack_payload(key: StateKey, delta: ShareDelta) -> bytes:
-    """The delta's content as plain msgpack, without any framing: [key, value] as records.py lays it out."""
+    """The delta's content as plain msgpack, without any framing: [key, value] as state_records.py lays it out."""
     flat = [x for batch in delta.state_batches for x in batch]
     value = [delta.checkpoint_epoch, delta.leader_epoch, delta.start_offset, delta.delivery_complete_count, flat]
     return msgpack.packb([[key.group_id, key.topic_id.bytes, key.partition], value], use_bin_type=True)

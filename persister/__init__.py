@@ -11,16 +11,16 @@ so a reader of the log (the Spark audit) applies exactly what recovery applies.
 """
 
 from .combiner import combine
-from .coordinator import ShareCoordinator
 from .coordinator_persister import CoordinatorPersister
-from .in_memory import InMemoryPersister, WriteRequest
-from .local import LocalPersister
-from .log import LogLockedError, LogWriteError, SegmentInfo, SegmentLog, read_log
-from .log_api import BulkRecordLog, CorruptLogError, LogEntry, RecordLog
-from .log_files import parse_segment_file_name, parse_start_offset, segment_file_name
-from .log_recovery import valid_frames_follow
-from .memory_log import MemoryLog
-from .records import (
+from .in_memory_persister import InMemoryPersister, WriteRequest
+from .local_persister import LocalPersister
+from .memory_state_log import MemoryLog
+from .share_coordinator import ShareCoordinator
+from .state_log import LogLockedError, LogWriteError, SegmentInfo, SegmentLog, read_log
+from .state_log_api import BulkRecordLog, CorruptLogError, LogEntry, RecordLog
+from .state_log_files import parse_segment_file_name, parse_start_offset, segment_file_name
+from .state_log_recovery import valid_frames_follow
+from .state_records import (
     RecordDecodeError,
     ShareCheckpoint,
     ShareDelta,
@@ -31,8 +31,8 @@ from .records import (
     encode_record,
     iter_records,
 )
-from .replay import KeyState, apply_record, replay_log, replay_record
-from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem
+from .state_replay import KeyState, apply_record, replay_log, replay_record
+from .state_requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem
 
 
 
@@ -40,9 +40,9 @@ def __getattr__(name: str):
     """`KafkaRecordLog` and `KafkaPersister` on first use, so that `persister` imports without
     confluent-kafka (their modules import it lazily too; this keeps even their import on demand)."""
     if name in ("KafkaRecordLog", "KafkaLogError"):
-        from . import kafka_log
+        from . import kafka_state_log
 
-        return getattr(kafka_log, name)
+        return getattr(kafka_state_log, name)
     if name == "KafkaPersister":
         from .kafka_persister import KafkaPersister
 

@@ -4,7 +4,7 @@ The pure twin `persister.frame_codec_pure` has the same names, signatures and be
 """
 
 from persister.frame_codec import KeyTable
-from persister.records import ShareDelta
+from persister.state_records import ShareDelta
 
 __all__ = ["scan_frames", "decode_frames", "encode_delta_frame", "crc32c", "NATIVE", "KIND_CHECKPOINT",
            "KIND_DELTA", "KIND_TOMBSTONE"]

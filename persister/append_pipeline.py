@@ -23,8 +23,8 @@ from typing import Callable
 
 from sharegroup.errors import Errors, ShareError
 
-from .log_api import BulkRecordLog, RecordLog
-from .records import ShareCheckpoint, ShareRecord, StateKey
+from .state_log_api import BulkRecordLog, RecordLog
+from .state_records import ShareCheckpoint, ShareRecord, StateKey
 
 __all__ = ["AppendPipeline", "write_error"]
 

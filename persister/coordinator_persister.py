@@ -11,8 +11,8 @@ from typing import Any, Coroutine, Sequence
 
 from sharegroup.types import PartitionState, StateBatch, StateSummary
 
-from .coordinator import ShareCoordinator
-from .records import StateKey
+from .share_coordinator import ShareCoordinator
+from .state_records import StateKey
 
 __all__ = ["CoordinatorPersister"]
 

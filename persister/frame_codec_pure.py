@@ -3,7 +3,7 @@
 Recovery reads millions of frames; `records.check_frame` and `records.decode_record` handle one frame
 per call and raise on the first bad one, which is what a reader of single records wants. These two
 functions walk a whole buffer instead and stop, without raising, at the first frame that is not whole
-and valid; the caller asks `check_frame` / `decode_record` why, so the errors stay those of records.py.
+and valid; the caller asks `check_frame` / `decode_record` why, so the errors stay those of state_records.py.
 The Cython twin (`_native/records.pyx`, built as `persister._native_records`) has the same contract;
 `persister.frame_codec` picks one. Both accept exactly the frames `decode_record` accepts.
 
@@ -30,7 +30,7 @@ import crc32c
 import msgpack
 
 from .frame_rows import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, KeyTable
-from .records import (
+from .state_records import (
     FORMAT_VERSION,
     MAX_FRAME_BYTES,
     RECORD_TYPE_CHECKPOINT,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from sharegroup.clock import Clock, SystemClock
 
-from .coordinator import ShareCoordinator
 from .coordinator_persister import CoordinatorPersister
-from .kafka_log import KafkaRecordLog
+from .kafka_state_log import KafkaRecordLog
+from .share_coordinator import ShareCoordinator
 
 __all__ = ["KafkaPersister", "parse_kafka_url"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping
 
-from .records import ShareCheckpoint, StateKey
-from .replay import KeyState
+from .state_records import ShareCheckpoint, StateKey
+from .state_replay import KeyState
 
 __all__ = [
     "lowest_live_checkpoint_offset",

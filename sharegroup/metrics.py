@@ -4,7 +4,7 @@ request metrics under Kafka's share metric names (`ShareManagerMetrics`), and a 
 
 The leader itself (`sharegroup.manager.share_partition`, layer 3) never imports prometheus_client: the edges that
 drive it (the demo today, the broker later) count what they asked for and what came back through a
-`SharePartitionMetrics`, one per share-partition. As in `persister.metrics`, the metric families are
+`SharePartitionMetrics`, one per share-partition. As in `persister.state_log_metrics`, the metric families are
 created once per `CollectorRegistry`, so two drivers in one process share them without a
 duplicate-registration error, and every series is labelled with the share-partition (group, topic,
 partition) it describes. `serve_metrics` exposes one registry over HTTP on the loopback interface.
@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from persister.metrics import PerRegistry  # an edge may use the persister's helpers
+from persister.state_log_metrics import PerRegistry  # an edge may use the persister's helpers
 
 from .types import AcknowledgeType, AcknowledgementBatch, AcquiredRecords
 

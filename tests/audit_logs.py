@@ -30,7 +30,7 @@ from persister import (
     encode_record,
     read_log,
 )
-from persister.log import START_OFFSET_FILE, segment_file_name
+from persister.state_log import START_OFFSET_FILE, segment_file_name
 from sharegroup import AcknowledgementBatch, FetchedBatch, ShareGroupConfig
 from sharegroup.audit import FinalState, Rule
 from sharegroup.clock import ManualClock

@@ -409,10 +409,11 @@ def test_the_code_shipped_to_executors_imports_from_the_zip_alone(tmp_path):
 
     path = _code_zip()
     names = zipfile.ZipFile(path).namelist()
-    assert "sharegroup/audit/tasks.py" in names and "persister/records.py" in names
+    assert "sharegroup/audit/tasks.py" in names and "persister/state_records.py" in names
     assert not any("__pycache__" in n or n.endswith(".so") for n in names)
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import sharegroup.audit.tasks as t, persister.records as r; "
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "import sharegroup.audit.tasks as t, persister.state_records as r; "
         "assert t.__file__.startswith(sys.argv[1]) and r.__file__.startswith(sys.argv[1]); print('ok')"
     )
     done = subprocess.run(

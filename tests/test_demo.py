@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from persister import LocalPersister
-from persister.log import segment_file_name
+from persister.state_log import segment_file_name
 from sharegroup.demo.checks import check_durable_state
 from sharegroup.demo.data_dir import DATA_DIR_MARKER
 from sharegroup.demo.errors import DemoError

@@ -31,7 +31,7 @@ def test_live_demo_with_share_state_on_kafka_checks_and_audits_the_topic(tmp_pat
         cluster = MockCluster(3)
     except (OSError, RuntimeError, AttributeError) as exc:
         pytest.skip(f"librdkafka's mock cluster cannot be created here: {exc}")
-    from persister.log import segment_file_name
+    from persister.state_log import segment_file_name
     from sharegroup.demo.live.demo import LiveRates, run_live_demo
     from sharegroup.demo.live.ledger import LiveOutcome
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from persister import frame_codec as frame_codec_module
 from persister import frame_codec_pure
 from persister.frame_codec import KIND_CHECKPOINT, KIND_DELTA, KIND_TOMBSTONE, KeyTable, frame_codec
-from persister.records import (
+from persister.state_records import (
     FORMAT_VERSION,
     RecordDecodeError,
     ShareCheckpoint,

@@ -1,11 +1,11 @@
-"""`persister.metrics.HistogramTally`: counting a group commit's latencies locally and adding them at
+"""`persister.state_log_metrics.HistogramTally`: counting a group commit's latencies locally and adding them at
 once exports exactly the series that one `observe` per value exports."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from persister.metrics import HistogramTally
+from persister.state_log_metrics import HistogramTally
 
 BUCKETS = (0.001, 0.01, 0.1, 1.0)
 # Values below, on and between the bounds, and above the last one (the +Inf bucket).

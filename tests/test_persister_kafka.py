@@ -33,8 +33,8 @@ from persister import (  # noqa: E402
     ShareDelta,
     StateKey,
 )
-from persister.kafka_log import _KEY, ensure_topic, topic_settings  # noqa: E402
-from persister.records import encode_record  # noqa: E402
+from persister.kafka_state_log import _KEY, ensure_topic, topic_settings  # noqa: E402
+from persister.state_records import encode_record  # noqa: E402
 from sharegroup.clock import ManualClock  # noqa: E402
 from sharegroup.types import StateBatch  # noqa: E402
 
@@ -304,7 +304,7 @@ def scripted_log(producer) -> KafkaRecordLog:
 
 
 def one_append():
-    from persister.kafka_log import _Append
+    from persister.kafka_state_log import _Append
 
     return [_Append(1, encode_record(*delta(0)), None)]
 
@@ -615,7 +615,7 @@ def test_audit_reads_a_kafka_state_log_without_fencing_its_owner(cluster, topic,
     """`sharegroup audit kafka://host:port/topic` audits a read-only copy of the state log: the same
     verdict and final states as the audit of a LocalPersister's log for the same writes, and the owner goes
     on writing afterwards (the audit took no producer id)."""
-    from sharegroup.audit.api import run_audit
+    from sharegroup.audit.runner import run_audit
 
     async def go():
         local = await LocalPersister.open(tmp_path / "local", fsync=False, clock=ManualClock(0))

@@ -14,7 +14,7 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry
 
-import persister.log_files as log_files
+import persister.state_log_files as state_log_files
 from persister import (
     CorruptLogError,
     LocalPersister,
@@ -24,7 +24,7 @@ from persister import (
     ShareCoordinator,
     read_log,
 )
-from persister.log import segment_file_name
+from persister.state_log import segment_file_name
 from sharegroup.clock import ManualClock
 from sharegroup.errors import Errors, ShareError
 from sharegroup.persistence import Persister
@@ -188,14 +188,14 @@ def test_a_failed_fsync_fails_the_write_and_leaves_state_and_log_unchanged(tmp_p
         await write(p, 0, 0)
         dump, end, size = p.coordinator._dump(), p.log.end_offset, p.log.size_bytes()
 
-        real_fsync = log_files.fsync_file
+        real_fsync = state_log_files.fsync_file
 
         def failing_fsync(fd):  # fails to make new bytes durable; the undo (truncating back) succeeds
             if os.fstat(fd).st_size > size:
                 raise OSError(errno.EIO, "Input/output error")
             real_fsync(fd)
 
-        monkeypatch.setattr(log_files, "fsync_file", failing_fsync)
+        monkeypatch.setattr(state_log_files, "fsync_file", failing_fsync)
         results = await asyncio.gather(
             write(p, 0, 3, batches=[StateBatch(3, 9, ARCHIVED, 2)]),
             write(p, 1, 5),

@@ -16,7 +16,7 @@ import crc32c
 import pytest
 from prometheus_client import CollectorRegistry
 
-import persister.log_files as log_files
+import persister.state_log_files as state_log_files
 from persister import (
     CorruptLogError,
     LogEntry,
@@ -33,8 +33,8 @@ from persister import (
     encode_record,
     read_log,
 )
-from persister.log import SEGMENT_BYTES_MIN, START_OFFSET_FILE, segment_file_name
-from persister.metrics import REGISTRY, metrics_for
+from persister.state_log import SEGMENT_BYTES_MIN, START_OFFSET_FILE, segment_file_name
+from persister.state_log_metrics import REGISTRY, metrics_for
 from sharegroup.types import StateBatch
 
 from .conftest import run
@@ -405,7 +405,7 @@ def test_a_prune_interrupted_after_the_start_offset_is_finished_by_the_next_open
         def fail_to_delete(*args):
             raise OSError(errno.EIO, "injected")
 
-        monkeypatch.setattr(log_files, "delete_files", fail_to_delete)
+        monkeypatch.setattr(state_log_files, "delete_files", fail_to_delete)
         with caplog.at_level(logging.WARNING, logger="persister.log"):
             assert await log.delete_below(segments[3].base_offset) == segments[3].base_offset
         assert "could not delete" in caplog.text
@@ -443,7 +443,7 @@ class FsyncSpy:
     def __init__(self, monkeypatch):
         self.sizes: list[int] = []
         self.gate: threading.Event | None = None
-        real = log_files.fsync_file
+        real = state_log_files.fsync_file
 
         def spy(fd):
             if self.gate is not None:
@@ -451,7 +451,7 @@ class FsyncSpy:
             real(fd)
             self.sizes.append(os.fstat(fd).st_size)
 
-        monkeypatch.setattr(log_files, "fsync_file", spy)
+        monkeypatch.setattr(state_log_files, "fsync_file", spy)
 
 
 def test_concurrent_appends_share_fsyncs_and_resolve_only_once_durable(tmp_path, monkeypatch):
@@ -568,13 +568,13 @@ def test_a_failed_write_fails_the_whole_group_and_leaves_no_bytes(tmp_path, monk
     async def main():
         log = await fill(tmp_path, 5, fsync=True)
         size = log.size_bytes()
-        real = log_files.write_all
+        real = state_log_files.write_all
 
         def half_then_fail(fd, data):
             real(fd, bytes(data)[: len(data) // 2])
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(log_files, "write_all", half_then_fail)
+        monkeypatch.setattr(state_log_files, "write_all", half_then_fail)
         results = await asyncio.gather(*(log.append([entry(i)]) for i in range(5, 25)), return_exceptions=True)
         assert all(isinstance(r, LogWriteError) for r in results)
         assert all(isinstance(r.__cause__, OSError) and r.__cause__.errno == errno.ENOSPC for r in results)
@@ -594,14 +594,14 @@ def test_a_failed_fsync_fails_the_group_and_truncates_it_back(tmp_path, monkeypa
         log = await fill(tmp_path, 5, fsync=True)
         size = log.size_bytes()
         failures = [OSError(errno.EIO, "Input/output error")]
-        real = log_files.fsync_file
+        real = state_log_files.fsync_file
 
         def fsync_once_failing(fd):
             if failures:
                 raise failures.pop()
             real(fd)
 
-        monkeypatch.setattr(log_files, "fsync_file", fsync_once_failing)
+        monkeypatch.setattr(state_log_files, "fsync_file", fsync_once_failing)
         results = await asyncio.gather(*(log.append([entry(i)]) for i in range(5, 15)), return_exceptions=True)
         assert all(isinstance(r, LogWriteError) for r in results)
         assert os.path.getsize(tmp_path / segment_file_name(0)) == size and log.end_offset == 5
@@ -616,7 +616,7 @@ def test_a_group_that_fails_after_rolling_removes_its_new_segment(tmp_path, monk
     async def main():
         log = await fill(tmp_path, 15, segment_bytes=1024)
         segments = log.segments
-        real = log_files.write_all
+        real = state_log_files.write_all
         calls = []
 
         def fail_second_write(fd, data):
@@ -625,7 +625,7 @@ def test_a_group_that_fails_after_rolling_removes_its_new_segment(tmp_path, monk
                 raise OSError(errno.ENOSPC, "full")
             real(fd, data)
 
-        monkeypatch.setattr(log_files, "write_all", fail_second_write)
+        monkeypatch.setattr(state_log_files, "write_all", fail_second_write)
         big = [(key(i), checkpoint(i, batches=20)) for i in range(15, 25)]  # several segments' worth
         results = await asyncio.gather(*(log.append([e]) for e in big), return_exceptions=True)
         assert len(calls) == 2 and all(isinstance(r, LogWriteError) for r in results)
@@ -643,7 +643,7 @@ def test_a_group_that_fails_after_rolling_removes_its_new_segment(tmp_path, monk
 def test_a_failure_that_cannot_be_undone_stops_the_log_until_it_is_reopened(tmp_path, monkeypatch):
     async def main():
         log = await fill(tmp_path, 5)
-        real = log_files.write_all
+        real = state_log_files.write_all
 
         def half_then_fail(fd, data):
             real(fd, bytes(data)[: len(data) // 2])
@@ -652,8 +652,8 @@ def test_a_failure_that_cannot_be_undone_stops_the_log_until_it_is_reopened(tmp_
         def no_truncate(fd, size):
             raise OSError(errno.EIO, "truncate failed")
 
-        monkeypatch.setattr(log_files, "write_all", half_then_fail)
-        monkeypatch.setattr(log_files.os, "ftruncate", no_truncate)
+        monkeypatch.setattr(state_log_files, "write_all", half_then_fail)
+        monkeypatch.setattr(state_log_files.os, "ftruncate", no_truncate)
         with pytest.raises(LogWriteError):
             await log.append([entry(5)])
         monkeypatch.undo()

@@ -21,7 +21,7 @@ from persister import (
     encode_record,
     iter_records,
 )
-from persister.records import FORMAT_VERSION, FRAME_HEADER_BYTES, MAX_FRAME_BYTES
+from persister.state_records import FORMAT_VERSION, FRAME_HEADER_BYTES, MAX_FRAME_BYTES
 from sharegroup.types import RecordState, StateBatch
 
 TOPIC = uuid.UUID("5f1c2d3e-4b5a-6978-8a9b-0c1d2e3f4a5b")

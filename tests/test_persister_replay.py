@@ -5,7 +5,7 @@ start offsets that move backwards (which a coordinator never writes, but a log m
 whose batches are not in canonical form, and logs pruned so that keys begin with a delta.
 
 The one-by-one replay is the definition (it is what every write does); the bulk path folds the log per
-key and combines each key's deltas once (see `persister.replay.replay_rows` for why that is the same thing)."""
+key and combines each key's deltas once (see `persister.state_replay.replay_rows` for why that is the same thing)."""
 
 from __future__ import annotations
 

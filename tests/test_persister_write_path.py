@@ -20,10 +20,10 @@ import uuid
 
 import pytest
 
-import persister.coordinator as coordinator_module
-import persister.log_files as log_files
+import persister.share_coordinator as coordinator_module
+import persister.state_log_files as state_log_files
 from persister import MemoryLog, ShareCheckpoint, ShareCoordinator, ShareDelta, StateKey
-from persister.validation import (
+from persister.request_validation import (
     check_delivery_complete_count,
     check_epoch,
     check_key,
@@ -51,7 +51,7 @@ class FsyncGate:
         self.event = threading.Event()
         self.event.set()
         self.waiting = 0
-        real = log_files.fsync_file
+        real = state_log_files.fsync_file
 
         def gated(fd):
             self.waiting += 1
@@ -61,7 +61,7 @@ class FsyncGate:
                 self.waiting -= 1
             real(fd)
 
-        monkeypatch.setattr(log_files, "fsync_file", gated)
+        monkeypatch.setattr(state_log_files, "fsync_file", gated)
 
     def close(self) -> None:
         self.event.clear()
@@ -254,14 +254,14 @@ def test_a_failed_group_fails_every_write_in_it_and_releases_the_keys(tmp_path, 
             await coord.initialize_state(G, T, partition, state_epoch=0, start_offset=0)
         before = coord._dump()
 
-        real, failures = log_files.fsync_file, [OSError(5, "I/O error")]
+        real, failures = state_log_files.fsync_file, [OSError(5, "I/O error")]
 
         def fail_once(fd):  # the group's fsync fails; the undo's succeeds
             if failures:
                 raise failures.pop()
             real(fd)
 
-        monkeypatch.setattr(log_files, "fsync_file", fail_once)
+        monkeypatch.setattr(state_log_files, "fsync_file", fail_once)
         results = await asyncio.gather(*(write(coord, 3, partition=p) for p in range(3)), return_exceptions=True)
         assert all(isinstance(r, ShareError) and r.error is Errors.UNKNOWN_SERVER_ERROR for r in results)
         monkeypatch.undo()

@@ -7,15 +7,16 @@ in one Python process (no Spark). `main(argv)` is `sharegroup audit`.
 
 Module map: rules.py (the invariants and the per-key replay, shared by both engines), decode.py
 (segment files to rows; framing judged as recovery does), tasks.py (what Spark executors run),
-spark_job.py (the job and the tuned session), replay.py (single process), result.py, report.py, cli.py.
+spark_job.py (the job and the tuned session), single_process.py (one process, no Spark), runner.py
+(run_audit: picks the engine, writes the outputs), result.py, report.py, cli.py.
 Nothing here imports pyspark at import time; the core never imports this package.
 """
 
-from .api import run_audit
 from .cli import main
-from .replay import replay_log
 from .result import AuditEnvironmentError, AuditResult, Violation
 from .rules import AuditOptions, FinalState, KeyResult, Rule
+from .runner import run_audit
+from .single_process import replay_log
 
 __all__ = [
     "AuditEnvironmentError",

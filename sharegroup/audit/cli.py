@@ -12,7 +12,7 @@ import sys
 import textwrap
 import traceback
 
-from .api import DEFAULT_OUT_DIR, ENGINES, run_audit
+from .runner import DEFAULT_OUT_DIR, ENGINES, run_audit
 from .result import AuditEnvironmentError
 from .rules import DELIVERY_COUNT_LIMIT_DEFAULT, RECORDS_PER_SNAPSHOT_DEFAULT, RULE_DESCRIPTIONS, AuditOptions
 

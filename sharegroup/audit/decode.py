@@ -3,9 +3,9 @@
 Both engines (Spark executors and the single-process replay) run `SegmentSplitter` over the bytes of one
 segment file (framing and CRC checks; frames routed by share-partition key), `decode_chunks` over each
 key's frames and `judge_segments` over what all splitters found, so framing is judged once, the way the
-segment log's recovery judges it (persister/log_recovery.py): a bad frame in the last segment with nothing valid
+segment log's recovery judges it (persister/state_log_recovery.py): a bad frame in the last segment with nothing valid
 after it is a torn tail (tolerated: recovery truncates it); any other bad frame is corruption, reported
-with its file, byte position and log offset. Records are decoded with `persister.records.decode_record`,
+with its file, byte position and log offset. Records are decoded with `persister.state_records.decode_record`,
 so what the audit accepts is exactly what recovery accepts.
 
 Unlike recovery, the audit does not stop at the first fault: a corrupt frame whose length field still
@@ -25,9 +25,9 @@ import msgpack
 # The recovery rules of the segment log (torn tail or corruption; the start offset file's format; the
 # segment file names) and of the record format (the key's shape check), public in persister so that the
 # audit judges exactly as recovery does instead of keeping a second copy of the rules.
-from persister.log_files import START_OFFSET_FILE, parse_segment_file_name, parse_start_offset, segment_file_name
-from persister.log_recovery import valid_frames_follow
-from persister.records import (
+from persister.state_log_files import START_OFFSET_FILE, parse_segment_file_name, parse_start_offset, segment_file_name
+from persister.state_log_recovery import valid_frames_follow
+from persister.state_records import (
     FRAME_HEADER_BYTES,
     MAX_FRAME_BYTES,
     RecordDecodeError,
@@ -220,7 +220,7 @@ class SegmentSplitter:
 
 def decode_chunks(chunks: Iterable[KeyChunk]) -> tuple[list[tuple], list[tuple]]:
     """Decode one key's chunks into audit rows (log_offset, record), unsorted, with
-    `persister.records.decode_record`; also return the records that do not decode as (log_offset,
+    `persister.state_records.decode_record`; also return the records that do not decode as (log_offset,
     detail) pairs."""
     rows: list[tuple] = []
     faults: list[tuple] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from persister.records import StateKey
+from persister.state_records import StateKey
 
 from .result import AuditEnvironmentError, AuditResult
 from .rules import RULE_DESCRIPTIONS, Rule

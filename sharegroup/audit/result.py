@@ -6,7 +6,7 @@ import collections
 import dataclasses
 from typing import NamedTuple
 
-from persister.records import StateKey
+from persister.state_records import StateKey
 
 from .decode import SegmentJudgement, SegmentScan
 from .rules import AuditOptions, FinalState, KeyResult, Rule

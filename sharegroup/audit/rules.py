@@ -5,11 +5,11 @@ coordinator's own replay (`persister.apply_record` on a `persister.KeyState`: th
 replay rules, shared), and checks the invariants (`Rule`) around each record: before applying it
 against the state so far, and after it where the rule is about the result (a terminal offset that
 becomes AVAILABLE or ACQUIRED again, too many deltas since a checkpoint). The Spark executors and the
-single-process replay (`replay.py`) both feed it the rows that `decode.py` produces, so every rule
+single-process replay (`single_process.py`) both feed it the rows that `decode.py` produces, so every rule
 exists once.
 
 A row is `(log_offset, record)`: a `persister.ShareCheckpoint`, a `persister.ShareDelta`, or None for a
-tombstone, as `persister.records.decode_record` returns them.
+tombstone, as `persister.state_records.decode_record` returns them.
 
 The replay never refuses a record: a record that breaks a rule is reported and then applied the way
 the coordinator applies it, so the replayed final state equals the coordinator's recovery of the same
@@ -22,9 +22,9 @@ import dataclasses
 import enum
 from typing import Iterable, NamedTuple, Sequence
 
-from persister.records import ShareCheckpoint, ShareDelta
-from persister.replay import KeyState, apply_record
-from persister.validation import RECORDS_PER_SNAPSHOT_DEFAULT, RECORDS_PER_SNAPSHOT_MAX
+from persister.state_records import ShareCheckpoint, ShareDelta
+from persister.state_replay import KeyState, apply_record
+from persister.request_validation import RECORDS_PER_SNAPSHOT_DEFAULT, RECORDS_PER_SNAPSHOT_MAX
 from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, TERMINAL_STATE_IDS, RecordState, StateBatch
 
 __all__ = [

@@ -17,8 +17,8 @@ import random
 import sys
 import uuid
 
-from persister.log_files import segment_file_name
-from persister.records import ShareCheckpoint, ShareDelta, StateKey, encode_record
+from persister.state_log_files import segment_file_name
+from persister.state_records import ShareCheckpoint, ShareDelta, StateKey, encode_record
 from sharegroup.types import RecordState, StateBatch
 
 __all__ = ["write_synthetic_log"]

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 
 import crc32c
 
-from persister.records import StateKey
+from persister.state_records import StateKey
 
 from .decode import KeyChunk, SegmentSplitter, decode_chunks, display_path, parse_segment_name
 from .rules import AuditOptions, KeyResult, Rule, audit_key

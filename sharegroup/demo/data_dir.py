@@ -26,7 +26,7 @@ def prepare_data_dir(data_dir: str, keep: bool) -> str:
     any other non-empty directory is refused too, so a mistyped --data does not fill a directory with
     segment files.
     """
-    from persister.log import START_OFFSET_FILE, segment_file_name
+    from persister.state_log import START_OFFSET_FILE, segment_file_name
 
     if not os.path.exists(data_dir):
         os.makedirs(data_dir)
@@ -93,7 +93,7 @@ def _state_log_lock(data_dir: str) -> Iterator[None]:
     Takes the persister's own lock (`lock_log_dir`) without creating a lock file where there is none
     (then no log was ever opened there).
     """
-    from persister.log_files import LogLockedError, lock_log_dir
+    from persister.state_log_files import LogLockedError, lock_log_dir
 
     try:
         fd = lock_log_dir(data_dir, create=False)

@@ -135,7 +135,7 @@ class ShareServices:
                    share_state: str | None = None) -> "ShareServices":
         """`share_state` None keeps share state under `data_dir`; a `kafka://host:port[/topic]` URL
         keeps it in a topic of that Kafka cluster (KafkaPersister, the `kafka` extra)."""
-        from persister.local import LocalPersister
+        from persister.local_persister import LocalPersister
 
         data_dir = Path(data_dir)
         records_per_snapshot = config["share.coordinator.snapshot.update.records.per.snapshot"]

@@ -26,7 +26,7 @@ def copy_share_state(url: str, copy_dir: str, print_fn: Callable[[str], None]) -
     that as a durable-state problem and skips the audit)."""
     import shutil
 
-    from persister.kafka_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
+    from persister.kafka_state_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
     from persister.kafka_persister import parse_kafka_url
 
     servers, topic = parse_kafka_url(url)

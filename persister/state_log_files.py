@@ -1,13 +1,13 @@
 """The state log's file operations: names, the start offset file, the lock, durable writes and deletes.
 
-Everything here touches the file system and nothing else; the recovery scan (`persister.log_recovery`)
-and the group-commit writer (`persister.log`) call these functions through this module (`log_files.X`,
+Everything here touches the file system and nothing else; the recovery scan (`persister.state_log_recovery`)
+and the group-commit writer (`persister.state_log`) call these functions through this module (`state_log_files.X`,
 looked up at call time), so tests can inject failures by replacing one of them.
 
 Layout of a log directory::
 
     00000000000000000000.log    segment files, named by the offset of their first record (20 digits)
-    00000000000000004711.log    ... each a plain sequence of record frames (persister.records)
+    00000000000000004711.log    ... each a plain sequence of record frames (persister.state_records)
     log-start-offset            the log start offset, once something was pruned (atomically replaced)
     .lock                       flock'd while a SegmentLog has the directory open
 """

@@ -5,7 +5,7 @@ The metric objects are created once per `CollectorRegistry` and shared by every 
 that uses that registry, so opening two logs (or one log twice) never raises a duplicate-registration
 error; each series is labelled with the log directory so two logs do not blur together. Logs use the
 module's own `REGISTRY` unless given another one; the edges (layer 4) expose it (for example with
-`prometheus_client.generate_latest(persister.metrics.REGISTRY)`) and tests read it directly.
+`prometheus_client.generate_latest(persister.state_log_metrics.REGISTRY)`) and tests read it directly.
 """
 
 from __future__ import annotations

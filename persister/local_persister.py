@@ -11,10 +11,10 @@ import time
 
 from sharegroup.clock import Clock, SystemClock
 
-from .coordinator import ShareCoordinator
 from .coordinator_persister import CoordinatorPersister
-from .log import SegmentLog
-from .metrics import metrics_for
+from .share_coordinator import ShareCoordinator
+from .state_log import SegmentLog
+from .state_log_metrics import metrics_for
 
 __all__ = ["LocalPersister"]
 

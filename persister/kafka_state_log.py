@@ -53,8 +53,8 @@ from typing import Iterator, Sequence
 
 from .frame_rows import KeyTable
 from .frame_codec import frame_codec
-from .log_api import CorruptLogError, LogEntry
-from .records import RecordDecodeError, ShareRecord, StateKey, decode_record, encode_record, iter_records
+from .state_log_api import CorruptLogError, LogEntry
+from .state_records import RecordDecodeError, ShareRecord, StateKey, decode_record, encode_record, iter_records
 
 __all__ = ["KafkaRecordLog", "KafkaLogError", "topic_settings", "export_to_segment_dir", "DEFAULT_STATE_TOPIC"]
 
@@ -524,7 +524,7 @@ def export_to_segment_dir(
     fenced); what `sharegroup audit kafka://...` reads. Returns the number of records copied."""
     import os
 
-    from .log_files import segment_file_name
+    from .state_log_files import segment_file_name
 
     reader = KafkaRecordLog(
         topic=topic, partition=partition, producer=None, admin=None,

@@ -20,12 +20,12 @@ import os
 import time
 from typing import Iterator, NamedTuple
 
-from . import log_files
+from . import state_log_files
 from .frame_codec import frame_codec
 from .frame_rows import KeyTable
-from .log_api import CorruptLogError, LogEntry
-from .log_files import START_OFFSET_FILE, FileHandles, SegmentInfo, segment_file_name
-from .records import FRAME_HEADER_BYTES, RecordDecodeError, TornRecordError, check_frame, decode_record
+from .state_log_api import CorruptLogError, LogEntry
+from .state_log_files import START_OFFSET_FILE, FileHandles, SegmentInfo, segment_file_name
+from .state_records import FRAME_HEADER_BYTES, RecordDecodeError, TornRecordError, check_frame, decode_record
 
 __all__ = ["read_log", "valid_frames_follow", "recover_dir", "open_and_recover", "read_entries", "read_rows"]
 
@@ -211,10 +211,10 @@ class _Recovered(NamedTuple):
 def recover_dir(log_dir: str) -> _Recovered:
     """Scan a log directory without changing it; raise CorruptLogError for anything but a torn tail."""
     try:
-        checkpointed_start = log_files.read_start_offset(log_dir)
+        checkpointed_start = state_log_files.read_start_offset(log_dir)
     except ValueError as exc:
         raise CorruptLogError(os.path.join(log_dir, START_OFFSET_FILE), None, str(exc)) from None
-    listed = log_files.list_segments(log_dir)
+    listed = state_log_files.list_segments(log_dir)
     if not listed:
         return _Recovered(checkpointed_start or 0, [], [])
     start = listed[0][0] if checkpointed_start is None else max(checkpointed_start, listed[0][0])
@@ -329,9 +329,9 @@ def open_and_recover(log_dir: str, fsync: bool) -> dict:
     if not os.path.isdir(log_dir):
         os.makedirs(log_dir, exist_ok=True)
         if fsync:
-            log_files.fsync_dir(os.path.dirname(os.path.abspath(log_dir)))
+            state_log_files.fsync_dir(os.path.dirname(os.path.abspath(log_dir)))
             fsyncs += 1
-    handles = FileHandles(log_files.lock_log_dir(log_dir))
+    handles = FileHandles(state_log_files.lock_log_dir(log_dir))
     try:
         recovered = recover_dir(log_dir)  # changes nothing; raises on corruption
         segments = [SegmentInfo(s.base_offset, s.path, s.valid_bytes, s.record_count) for s in recovered.segments]
@@ -348,17 +348,17 @@ def open_and_recover(log_dir: str, fsync: bool) -> dict:
             try:
                 os.ftruncate(fd, last.valid_bytes)
                 if fsync:
-                    log_files.fsync_file(fd)
+                    state_log_files.fsync_file(fd)
                     fsyncs += 1
             finally:
                 os.close(fd)
         if recovered.below_start:
-            fsyncs += log_files.delete_files(log_dir, recovered.below_start, fsync)
+            fsyncs += state_log_files.delete_files(log_dir, recovered.below_start, fsync)
         if not segments:
             path = os.path.join(log_dir, segment_file_name(recovered.start_offset))
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
             if fsync:
-                log_files.fsync_dir(log_dir)
+                state_log_files.fsync_dir(log_dir)
                 fsyncs += 1
             segments = [SegmentInfo(recovered.start_offset, path, 0, 0)]
         handles.active_fd = os.open(segments[-1].path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)

@@ -14,7 +14,7 @@ from sharegroup.errors import Errors, ShareError
 from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, StateBatch, is_plain_int
 
 from .combiner import is_canonical
-from .records import StateKey
+from .state_records import StateKey
 
 __all__ = [
     "check_key",

@@ -1,7 +1,7 @@
 """`SegmentLog`: the durable RecordLog: segment files written by group commit, opened by recovery.
 
-The state log is three modules: `persister.log_files` (the directory layout and every file operation),
-`persister.log_recovery` (the scan that judges every frame on open, `read_log`) and this one, the log
+The state log is three modules: `persister.state_log_files` (the directory layout and every file operation),
+`persister.state_log_recovery` (the scan that judges every frame on open, `read_log`) and this one, the log
 itself and its group-commit writer.
 
 Offsets are implicit: a record's offset is its segment's base offset plus its index in the segment, so
@@ -23,7 +23,7 @@ half-written bytes; if even that undo fails, the log refuses every later append 
 Files are only touched from worker threads (`run_in_executor`), except by `read_all` and `read_rows`,
 which the coordinator calls synchronously while it replays on open (in a worker thread of its own when
 it opened the log). `enqueue` is `append` without a coroutine for the coordinator's write path (the
-`BulkRecordLog` protocol of `persister.log_api`): the frames come encoded and a callback, not a future,
+`BulkRecordLog` protocol of `persister.state_log_api`): the frames come encoded and a callback, not a future,
 hears the outcome, so a write costs no task and cannot be abandoned.
 """
 
@@ -41,14 +41,14 @@ from typing import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
 
-from . import log_files
+from . import state_log_files
 from .frame_rows import KeyTable
-from .log_api import LogEntry
-from .log_files import LOCK_FILE, START_OFFSET_FILE, LogLockedError, SegmentInfo, segment_file_name
-from . import log_recovery
-from .log_recovery import open_and_recover, read_log
-from .metrics import HistogramTally, metrics_for
-from .records import ShareRecord, StateKey, encode_record
+from .state_log_api import LogEntry
+from .state_log_files import LOCK_FILE, START_OFFSET_FILE, LogLockedError, SegmentInfo, segment_file_name
+from . import state_log_recovery
+from .state_log_recovery import open_and_recover, read_log
+from .state_log_metrics import HistogramTally, metrics_for
+from .state_records import ShareRecord, StateKey, encode_record
 
 __all__ = [
     "SegmentLog",
@@ -62,7 +62,7 @@ __all__ = [
     "LOCK_FILE",
 ]
 
-_logger = logging.getLogger("persister.log")
+_logger = logging.getLogger("persister.log")  # the state log's logger; its name predates this module's
 _perf_counter = time.perf_counter
 
 SEGMENT_BYTES_MIN = 1024
@@ -154,7 +154,7 @@ class SegmentLog:
     - `segment_bytes` (>= 1024, default 100 MiB): roll to a new segment when an append would pass it.
     - `max_pending_appends` (default 16384): appends queued or in flight before `append` waits.
     - `max_group_bytes` (default 8 MiB): bytes written by one group commit (at least one append).
-    - `metrics_registry`: the prometheus CollectorRegistry for persister.metrics (default its REGISTRY).
+    - `metrics_registry`: the prometheus CollectorRegistry for persister.state_log_metrics (default its REGISTRY).
 
     `fsync_count`, `group_commits`, `appended_records` and `appended_bytes` count what this log did.
     """
@@ -167,7 +167,7 @@ class SegmentLog:
         self._segment_bytes: int = state["segment_bytes"]
         self._max_pending: int = state["max_pending_appends"]
         self._max_group_bytes: int = state["max_group_bytes"]
-        self._handles: log_files.FileHandles = state["handles"]
+        self._handles: state_log_files.FileHandles = state["handles"]
         self._segments: list[SegmentInfo] = state["segments"]
         self._start_offset: int = state["start_offset"]
         self._finalizer = weakref.finalize(self, self._handles.close)
@@ -448,21 +448,21 @@ class SegmentLog:
             for chunk in plan.chunks:
                 if chunk.is_new:
                     if dirty and self._fsync:
-                        log_files.fsync_file(fd)
+                        state_log_files.fsync_file(fd)
                         fsyncs += 1
                     path = os.path.join(self._dir, segment_file_name(chunk.base_offset))
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
                     created.append((path, fd))
                     dirty = False
                 if chunk.parts:
-                    log_files.write_all(fd, b"".join(chunk.parts))
+                    state_log_files.write_all(fd, b"".join(chunk.parts))
                     dirty = True
             if self._fsync:
                 if dirty:
-                    log_files.fsync_file(fd)
+                    state_log_files.fsync_file(fd)
                     fsyncs += 1
                 if created:
-                    log_files.fsync_dir(self._dir)
+                    state_log_files.fsync_dir(self._dir)
                     fsyncs += 1
         except BaseException as exc:
             try:
@@ -471,9 +471,9 @@ class SegmentLog:
                     os.unlink(path)
                 os.ftruncate(active_fd, plan.active_size_before)
                 if self._fsync:
-                    log_files.fsync_file(active_fd)
+                    state_log_files.fsync_file(active_fd)
                     if created:
-                        log_files.fsync_dir(self._dir)
+                        state_log_files.fsync_dir(self._dir)
             except BaseException as undo_exc:
                 raise _UndoFailed(f"{exc!r}, then the undo failed: {undo_exc!r}") from exc
             raise
@@ -539,13 +539,13 @@ class SegmentLog:
 
         Synchronous file reads (the coordinator replays on open); do not prune while iterating.
         """
-        return log_recovery.read_entries(list(self._segments), self._start_offset)
+        return state_log_recovery.read_entries(list(self._segments), self._start_offset)
 
     def read_rows(self, keys: KeyTable) -> Iterator[tuple[int, list]]:
         """`read_all` as batches of decoded rows (first offset, rows), for the coordinator's replay on
         open: the same records, decoded in bulk by the frame codec instead of one LogEntry each, their
         keys collected in `keys`. Files are read as the iterator advances; do not prune meanwhile."""
-        return log_recovery.read_rows(list(self._segments), self._start_offset, keys)
+        return state_log_recovery.read_rows(list(self._segments), self._start_offset, keys)
 
     # -- pruning -----------------------------------------------------------------------------------
 
@@ -569,7 +569,9 @@ class SegmentLog:
             while doomed + 1 < len(self._segments) and self._segments[doomed + 1].base_offset <= target:
                 doomed += 1
             loop = asyncio.get_running_loop()
-            fsyncs = await loop.run_in_executor(None, log_files.write_start_offset, self._dir, target, self._fsync)
+            fsyncs = await loop.run_in_executor(
+                None, state_log_files.write_start_offset, self._dir, target, self._fsync
+            )
             self.fsync_count += fsyncs
             self._m_fsyncs.inc(fsyncs)
             self._start_offset = target
@@ -578,7 +580,9 @@ class SegmentLog:
             del self._segments[:doomed]
             if paths:
                 try:
-                    fsyncs = await loop.run_in_executor(None, log_files.delete_files, self._dir, paths, self._fsync)
+                    fsyncs = await loop.run_in_executor(
+                        None, state_log_files.delete_files, self._dir, paths, self._fsync
+                    )
                 except OSError as exc:  # the start offset is durable: the next open deletes them
                     _logger.warning("state log %s: could not delete pruned segments: %r", self._dir, exc)
                 else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from .frame_rows import KeyTable
-from .records import ShareRecord, StateKey
+from .state_records import ShareRecord, StateKey
 
 __all__ = ["LogEntry", "RecordLog", "BulkRecordLog", "AppendCallback", "CorruptLogError"]
 

@@ -71,7 +71,7 @@ def run_audit(
     if engine == "python":
         if local is None:
             raise AuditEnvironmentError(f"the python engine reads local directories only, not {log_dir}")
-        from .replay import replay_log
+        from .single_process import replay_log
 
         result = replay_log(local, options)
     else:
@@ -94,7 +94,7 @@ def run_audit(
 def _copy_kafka_log(url: str, out_dir) -> str:
     """Copy partition 0 of the topic in `kafka://host:port/topic` into `<out>/state-log` (a segment
     directory) and return that path; the Kafka log is only read."""
-    from persister.kafka_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
+    from persister.kafka_state_log import DEFAULT_STATE_TOPIC, export_to_segment_dir
     from persister.kafka_persister import parse_kafka_url
 
     try:

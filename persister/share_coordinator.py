@@ -8,9 +8,11 @@ append leaves the state untouched. The coordinator is four modules, one concern 
 - this one: the requests (the Persister protocol, the batched RPC shape) and the rules that turn a
   request into a record (validation, fencing, the checkpoint count: `_next_record`);
 - `persister.append_pipeline`: per-key holds, appends, and replay once a record is durable;
-- `persister.replay`: how a record changes a key's state, and the replay of a whole log on open
+- `persister.state_replay`: how a record changes a key's state, and the replay of a whole log on open
   (shared with the audit);
 - `persister.pruning`: which offsets are redundant and which keys are cold.
+
+The invariants of the replayed state, asserted by `_check` in tests, are in `persister.state_invariants`.
 
 The rules are those of Kafka's share coordinator (request validation and fencing, one record per
 write, a checkpoint every N deltas, replay, pruning) with the decisions noted where they
@@ -28,18 +30,13 @@ import msgpack
 
 from sharegroup.clock import Clock, SystemClock
 from sharegroup.errors import Errors, ShareError
-from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, PartitionState, StateBatch, StateSummary
+from sharegroup.types import PartitionState, StateBatch, StateSummary
 
 from . import pruning
 from .append_pipeline import AppendPipeline
 from .combiner import combine, is_canonical, merge_canonical
 from .frame_codec import frame_codec
-from .log import SegmentLog
-from .log_api import RecordLog
-from .records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, encode_key, encode_record, new_delta
-from .replay import KeyState, apply_record, replay_log, replay_record
-from .requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem, as_items, per_partition
-from .validation import (
+from .request_validation import (
     INT32_MAX,
     INT64_MAX,
     RECORDS_PER_SNAPSHOT_MAX,
@@ -51,6 +48,12 @@ from .validation import (
     fast_state_batches,
     request_key,
 )
+from .state_invariants import check_key_states
+from .state_log import SegmentLog
+from .state_log_api import RecordLog
+from .state_records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, encode_key, encode_record, new_delta
+from .state_replay import KeyState, apply_record, replay_log, replay_record
+from .state_requests import DeleteItem, InitializeItem, PartitionResult, ReadItem, WriteItem, as_items, per_partition
 
 __all__ = ["ShareCoordinator"]
 
@@ -525,7 +528,7 @@ class ShareCoordinator:
     def _replay(
         self, offset: int, key: StateKey, record: ShareRecord, key_state: KeyState | None = None
     ) -> ShareCheckpoint | None:
-        """Apply one durable record to the in-memory state (`persister.replay`); return the key's state
+        """Apply one durable record to the in-memory state (`persister.state_replay`); return the key's state
         after it (None after a tombstone). The append pipeline calls it once a record is durable.
 
         `key_state` is the key's state that `write_state` validated the record against: the key has been
@@ -600,31 +603,5 @@ class ShareCoordinator:
         """Assert every invariant of the in-memory state (tests call it after each step)."""
         log_start, log_end = self._log.start_offset, self._log.end_offset
         assert 0 <= log_start <= log_end
-        for key, key_state in self._states.items():
-            assert type(key) is StateKey and key.partition >= 0, key
-            current = key_state.state
-            assert type(current) is ShareCheckpoint, current
-            assert current.checkpoint_epoch >= 0 and current.state_epoch >= 0 and current.leader_epoch >= 0, current
-            assert key_state.leader_epoch_max >= current.leader_epoch, key_state
-            assert key_state.state_epoch_max >= current.state_epoch, key_state
-            assert key_state.deltas_since_checkpoint >= 0, key_state
-            assert log_start <= key_state.checkpoint_offset < log_end, (key_state, log_start, log_end)
-            assert log_start <= key_state.pin_offset <= key_state.checkpoint_offset, key_state
-            assert key_state.leader_fence_offset < log_end and key_state.state_fence_offset < log_end, key_state
-            assert current.start_offset >= -1 and current.delivery_complete_count >= -1, current
-            previous = None
-            for batch in current.state_batches:
-                first, last, state, count = batch
-                assert type(batch) is StateBatch and 0 <= first <= last, batch
-                assert current.start_offset == -1 or first >= current.start_offset, (batch, current.start_offset)
-                assert state in RECORD_STATE_IDS and 0 <= count <= DELIVERY_COUNT_MAX, batch
-                if previous is not None:
-                    assert previous.last_offset < first, "batches must be sorted and disjoint"
-                    assert not (
-                        previous.last_offset + 1 == first
-                        and previous.delivery_state == state
-                        and previous.delivery_count == count
-                    ), "touching batches with equal state and count must be coalesced"
-                previous = batch
-            assert not key_state.canonical or is_canonical(current.state_batches), ("not canonical", key_state)
+        check_key_states(self._states, log_start, log_end)
         self._pipeline._check(log_start)

@@ -20,8 +20,8 @@ import dataclasses
 
 from .combiner import combine, is_canonical, merge_canonical
 from .frame_rows import KIND_CHECKPOINT, KIND_DELTA, KeyTable
-from .log_api import BulkRecordLog, RecordLog
-from .records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, new_checkpoint, unflatten_batches
+from .state_log_api import BulkRecordLog, RecordLog
+from .state_records import ShareCheckpoint, ShareDelta, ShareRecord, StateKey, new_checkpoint, unflatten_batches
 
 __all__ = ["KeyState", "apply_record", "replay_record", "replay_log", "replay_rows"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Callable, Iterator, Sequence
 
 from .frame_codec import KeyTable, frame_codec
-from .log_api import LogEntry
-from .records import ShareRecord, StateKey, decode_record, encode_record
+from .state_log_api import LogEntry
+from .state_records import ShareRecord, StateKey, decode_record, encode_record
 
 __all__ = ["MemoryLog", "AppendHook"]
 

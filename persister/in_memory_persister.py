@@ -16,10 +16,10 @@ from sharegroup.clock import Clock, SystemClock
 from sharegroup.errors import Errors, ShareError
 from sharegroup.types import PartitionState, StateBatch, StateSummary
 
-from .coordinator import ShareCoordinator
 from .coordinator_persister import CoordinatorPersister
-from .memory_log import MemoryLog
-from .records import ShareRecord, StateKey
+from .memory_state_log import MemoryLog
+from .share_coordinator import ShareCoordinator
+from .state_records import ShareRecord, StateKey
 
 __all__ = ["InMemoryPersister", "WriteRequest"]
 
