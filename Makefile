@@ -34,7 +34,7 @@ test-pure: build
 
 # The twins' static contract: mypy fails when a twin drifts from its Protocol (tests/typecheck_contracts.py),
 # and stubtest when a compiled module drifts from its .pyi.
-NATIVE_MODULES := sharegroup.tracker._native persister._native_records sharegroup._native.record_scan
+NATIVE_MODULES := sharegroup.tracker._native persister._native_records sharegroup.topics._record_scan
 typecheck: build
 	$(PY) -m mypy
 	$(PY) -m mypy.stubtest --mypy-config-file tests/stubtest_mypy.ini $(NATIVE_MODULES)

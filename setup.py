@@ -2,7 +2,7 @@
 
     _native/tracker.pyx (+ its .pxi parts)  ->  sharegroup.tracker._native
     _native/records.pyx                     ->  persister._native_records
-    _native/record_scan.pyx                 ->  sharegroup._native.record_scan
+    _native/record_scan.pyx                 ->  sharegroup.topics._record_scan
 
 `SHAREGROUP_PUREPYTHON=1` skips the extension build (the pure twins need none). A failing native build
 is an error, never a silent fallback (`sharegroup._twins` is the one switch that chooses at run time).
@@ -16,7 +16,7 @@ from setuptools import Extension, setup
 NATIVE_MODULES = {
     "tracker.pyx": "sharegroup.tracker._native",
     "records.pyx": "persister._native_records",
-    "record_scan.pyx": "sharegroup._native.record_scan",
+    "record_scan.pyx": "sharegroup.topics._record_scan",
 }
 
 ext_modules = []

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""The Cython twin of `sharegroup.server.record_batch.scan_timestamp_deltas`, built as
-`sharegroup._native.record_scan`: the smallest and largest timestamp delta of the records of an
+"""The Cython twin of `sharegroup.topics.record_batch.scan_timestamp_deltas`, built as
+`sharegroup.topics._record_scan`: the smallest and largest timestamp delta of the records of an
 uncompressed Kafka RecordBatch v2, which Produce's timestamp check reads for every batch. It takes
 exactly the batches the pure record walk (`record_batch._record_deltas`) takes.
 

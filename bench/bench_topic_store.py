@@ -26,14 +26,14 @@ import time
 import crc32c
 import pytest
 
-from sharegroup.server.log_config import LogConfig
-from sharegroup.server.record_batch import (
+from sharegroup.topics.log_config import LogConfig
+from sharegroup.topics.record_batch import (
     SimpleRecord,
     build_record_batch,
     check_timestamps,
     validate_produce_batches,
 )
-from sharegroup.server.topic_store import TopicStore
+from sharegroup.topics.topic_store import TopicStore
 
 RECORDS_PER_BATCH = 100
 VALUE_BYTES = 100
@@ -135,7 +135,7 @@ def test_produce_checks_throughput(benchmark, capsys):
 
 def test_timestamp_check_throughput(benchmark, capsys):
     """Produce's timestamp check of one 100-record batch: a scan of every record's timestamp delta, O(records),
-    in C on the native pass (`sharegroup._native.record_scan`) and in Python on the pure one, set beside the
+    in C on the native pass (`sharegroup.topics._record_scan`) and in Python on the pure one, set beside the
     produce checks (framing and the CRC, O(bytes) in C)."""
     data = producer_batch(0)
     headers = validate_produce_batches(data, max_message_bytes=2**30)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from sharegroup.server.record_batch import SimpleRecord, build_record_batch
+from sharegroup.topics.record_batch import SimpleRecord, build_record_batch
 
 
 def produce_batch(n: int = 3, *, timestamp_ms: int = 1_000, producer_id: int = -1, producer_epoch: int = -1,

@@ -19,9 +19,9 @@ import pytest
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import PartitionLogs
 from sharegroup.topics.memory_logs import InMemoryPartitionLogs
-from sharegroup.server.log_config import LogConfig
-from sharegroup.server.segment_files import list_segment_bases
-from sharegroup.server.topic_store import TopicStore
+from sharegroup.topics.log_config import LogConfig
+from sharegroup.topics.segment_files import list_segment_bases
+from sharegroup.topics.topic_store import TopicStore
 from sharegroup.types import AbortedTransaction
 
 from .server_batches import produce_batch

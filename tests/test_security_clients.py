@@ -35,7 +35,7 @@ from tests.security_harness import (  # noqa: E402
 from tests.server_harness import RawClient, ServeProcess, run_cli  # noqa: E402
 from tests.share_clients import WAIT_S, poll_until  # noqa: E402
 
-pytest.importorskip("sharegroup.server.topic_store", reason="the durable topic store is not in this tree yet")
+pytest.importorskip("sharegroup.topics.topic_store", reason="the durable topic store is not in this tree yet")
 
 
 @pytest.fixture(scope="module")

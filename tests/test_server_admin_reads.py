@@ -188,7 +188,7 @@ def stamped(*timestamps_ms: int, attributes: int = 0) -> bytes:
     import gzip
     import struct
 
-    from sharegroup.server.record_batch import HEADER_BYTES, SimpleRecord, batch_crc, build_record_batch
+    from sharegroup.topics.record_batch import HEADER_BYTES, SimpleRecord, batch_crc, build_record_batch
 
     data = bytearray(build_record_batch([SimpleRecord(b"k", b"v%d" % i, timestamp_ms=ts)
                                          for i, ts in enumerate(timestamps_ms)], base_timestamp_ms=timestamps_ms[0]))
@@ -249,7 +249,7 @@ def test_list_offsets_of_a_batch_whose_records_do_not_parse_answers_the_batch(br
     on it answers the batch (base offset, max timestamp) instead of failing."""
     import struct
 
-    from sharegroup.server.record_batch import HEADER_BYTES, batch_crc
+    from sharegroup.topics.record_batch import HEADER_BYTES, batch_crc
 
     data = bytearray(stamped(1_000, 2_000, 3_000))
     data[HEADER_BYTES] = 0x7E  # the first record's length: 63, past the batch's end

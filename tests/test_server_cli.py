@@ -12,7 +12,7 @@ from tests.server_harness import RawClient, ServeProcess, run_cli
 @pytest.fixture
 def serve(tmp_path):
     """Start `sharegroup serve --port 0 --data <tmp>` and always stop it."""
-    pytest.importorskip("sharegroup.server.topic_store", reason="the durable topic store is not in this tree yet")
+    pytest.importorskip("sharegroup.topics.topic_store", reason="the durable topic store is not in this tree yet")
     started: list[ServeProcess] = []
 
     def start(*extra: str, data=None) -> ServeProcess:

@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-pytest.importorskip("sharegroup.server.topic_store", reason="the durable topic store is not in this tree yet")
+pytest.importorskip("sharegroup.topics.topic_store", reason="the durable topic store is not in this tree yet")
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 

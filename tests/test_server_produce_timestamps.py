@@ -17,7 +17,7 @@ import pytest
 from sharegroup.clock import ManualClock
 from sharegroup.server.broker_config import ServeConfig
 from sharegroup.server.codec import build, request_class
-from sharegroup.server.record_batch import HEADER_BYTES, SimpleRecord, batch_crc, build_record_batch
+from sharegroup.topics.record_batch import HEADER_BYTES, SimpleRecord, batch_crc, build_record_batch
 from tests.server_harness import BrokerThread, RawClient
 
 NOW_MS = 1_790_000_000_000  # the broker's (manual) clock

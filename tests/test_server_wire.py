@@ -371,7 +371,7 @@ def test_produce_acks_0_with_an_error_closes_the_connection(broker, client):
 
 def _zstd_marked(batch: bytes) -> bytes:
     """`batch` with its attributes saying ZSTD (codec 4) and the CRC-32C made right again."""
-    from sharegroup.server.record_batch import batch_crc
+    from sharegroup.topics.record_batch import batch_crc
 
     data = bytearray(batch)
     data[22] = (data[22] & ~0x07) | 4

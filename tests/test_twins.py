@@ -14,7 +14,7 @@ NATIVE_MODULES = {
     # compiled module -> its pure twin
     "sharegroup.tracker._native": "sharegroup.tracker._in_flight",
     "persister._native_records": "persister.frame_codec_pure",
-    "sharegroup._native.record_scan": "sharegroup.server.record_batch",
+    "sharegroup.topics._record_scan": "sharegroup.topics.record_batch",
 }
 
 
@@ -43,6 +43,6 @@ def test_every_selector_reads_the_one_switch():
     expected = "sharegroup.tracker._native" if _twins.NATIVE else "sharegroup.tracker._in_flight"
     assert tracker.InFlightTracker.__module__ == expected
     assert frame_codec.frame_codec().NATIVE is _twins.NATIVE
-    record_batch = importlib.import_module("sharegroup.server.record_batch")
+    record_batch = importlib.import_module("sharegroup.topics.record_batch")
     scanner = record_batch._timestamp_scanner()
     assert (scanner is record_batch.scan_timestamp_deltas) is (not _twins.NATIVE)

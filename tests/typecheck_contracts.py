@@ -14,7 +14,7 @@ from sharegroup.topics.memory_logs import InMemoryPartitionLogs
 from sharegroup.persistence import Persister
 from sharegroup.server.api import BrokerView
 from sharegroup.server.broker import Broker
-from sharegroup.server.topic_store import TopicStore
+from sharegroup.topics.topic_store import TopicStore
 from sharegroup.tracker import InFlightTrackerProtocol
 
 

@@ -1,7 +1,7 @@
 """`sharegroup serve`: a Kafka-protocol broker around the share-group engine (layer 4: an edge).
 
-The durable topic store lives in `topic_store` (all topics), `topic_log` (one partition's log),
-`segment_files` (segment files and their batch index), `producer_state` (idempotent producers and
-transactions), `record_batch` (RecordBatch v2 headers), `log_config` (Kafka's log settings) and
-`topic_store_metrics` (its Prometheus collector).
+`api` is the leaf every handler and the connection import (RequestContext, the exceptions that cross the
+server, the BrokerView protocol); then `connection`, `broker`, `handlers/` (one module per Kafka API
+family), `security/` (listeners, TLS, SASL, ACLs) and the services it wires (`share_services`). The
+durable topic store it serves is `sharegroup.topics` (layer 2).
 """

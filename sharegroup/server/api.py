@@ -25,7 +25,7 @@ from .codec import build, response_class
 from .security.broker_security import BrokerSecurity
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
-from .topic_store import TopicStore
+from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics
 
 __all__ = ["ApiHandler", "BrokerView", "CloseConnection", "DelayedClose", "HandlerRegistry", "RequestContext",

@@ -37,7 +37,7 @@ from .security.listeners import Listener
 from .security.ssl_principal import NoMatchingRule
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
-from .topic_store import TopicStore
+from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics, wire_metrics_for
 
 __all__ = ["Broker", "load_cluster_id"]

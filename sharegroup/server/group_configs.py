@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..config import ShareGroupConfig
 from ..errors import Errors, ShareError
 from .broker_config import CONSUMER_GROUP_CONFIG_KEYS, GROUP_CONFIG_KEYS, ServeConfig, _parse_group_config
-from .segment_files import write_file_atomically
+from ..topics.segment_files import write_file_atomically
 
 __all__ = ["GroupConfigStore", "SET", "DELETE", "FILE_NAME", "GROUP_CONFIG_DEFAULTS", "GROUP_CONFIG_DOCS"]
 

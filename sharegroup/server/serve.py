@@ -107,7 +107,7 @@ def load_config(args: argparse.Namespace) -> ServeConfig:
 async def open_store(data_dir: Path | str, config: ServeConfig, *, clock: Any = None) -> Any:
     """Open the durable topic store of `data_dir` with the broker's (already validated) log configs;
     `clock` (default: the system clock) is the time appends and retention read (tests pass a ManualClock)."""
-    from .topic_store import LogConfig, TopicStore
+    from ..topics.topic_store import LogConfig, TopicStore
 
     log_config = LogConfig(
         segment_bytes=config["log.segment.bytes"],

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from ..errors import Errors, ShareError
 from .broker_config import ServeConfig
-from .topic_store import TopicStore, check_topic_name
+from ..topics.topic_store import TopicStore, check_topic_name
 
 __all__ = ["TopicAdmin", "TopicInfo"]
 

@@ -250,7 +250,7 @@ async def _check_on_disk(summary: LiveSummary, state_log_dir: str) -> list[str]:
     partition's log ends where the producer's records end, and its durable share state (the state log
     in `state_log_dir`) is complete up to that end (every record accepted or archived, nothing in
     flight)."""
-    from ...server.topic_store import TopicStore
+    from ...topics.topic_store import TopicStore
 
     store = await TopicStore.open(summary.data_dir)
     try:

@@ -52,8 +52,8 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..broker_config import CONFIG_DEFS
 from ..group_configs import DELETE, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_DOCS, SET, GroupConfigStore
-from ..topic_config_defs import TOPIC_CONFIG_DEFS, TopicConfigDef
-from ..topic_store import check_topic_name
+from ...topics.topic_config_defs import TOPIC_CONFIG_DEFS, TopicConfigDef
+from ...topics.topic_store import check_topic_name
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 BROKER_LOGGER, CLIENT_METRICS = 8, 16  # not served here, but authorized as Kafka does (on the cluster)

@@ -37,7 +37,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
-from ..topic_store import TopicStore
+from ...topics.topic_store import TopicStore
 
 READ_COMMITTED = 1
 LEADER_EPOCH = 0  # this node leads every partition from the start, never re-elected

@@ -35,7 +35,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
-from ..record_batch import record_timestamps
+from ...topics.record_batch import record_timestamps
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1

@@ -31,7 +31,7 @@ from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..codec import ZERO_UUID
 from ..topic_admin import TopicInfo
-from ..topic_store import check_topic_name
+from ...topics.topic_store import check_topic_name
 
 NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceType.TOPIC

@@ -35,7 +35,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, CloseConnection, RequestContext
 from ..authorization import AclOperation, ResourceType
-from ..record_batch import RecordValidationError
+from ...topics.record_batch import RecordValidationError
 
 VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes

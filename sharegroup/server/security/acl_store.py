@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..segment_files import write_file_atomically
+from ...topics.segment_files import write_file_atomically
 from .acls import AclBinding
 
 __all__ = ["AclFileError", "AclStore", "FILE_NAME", "SECURITY_DIR"]

@@ -12,8 +12,8 @@ import pytest
 
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import PartitionLogs
-from sharegroup.server.log_config import LogConfig
-from sharegroup.server.topic_store import PRODUCER_ID_BLOCK_SIZE, StoreLockedError, TopicInfo, TopicStore
+from sharegroup.topics.log_config import LogConfig
+from sharegroup.topics.topic_store import PRODUCER_ID_BLOCK_SIZE, StoreLockedError, TopicInfo, TopicStore
 
 from .conftest import run
 from .server_batches import CountingFsync, produce_batch
@@ -254,7 +254,7 @@ def test_topic_overrides_apply_and_accepted_kafka_keys_are_kept(tmp_path):
 def test_prometheus_collector_reads_the_store_at_scrape_time(tmp_path):
     from prometheus_client import CollectorRegistry
 
-    from sharegroup.server.topic_store_metrics import register_topic_store_metrics
+    from sharegroup.topics.topic_store_metrics import register_topic_store_metrics
 
     async def body(store):
         registry = CollectorRegistry()
@@ -275,7 +275,7 @@ def test_prometheus_collector_reads_the_store_at_scrape_time(tmp_path):
 
 
 def test_damaged_small_files_are_refused_by_name(tmp_path):
-    from sharegroup.server.segment_files import CorruptLogError
+    from sharegroup.topics.segment_files import CorruptLogError
 
     async def main():
         store = await TopicStore.open(tmp_path, fsync=False)

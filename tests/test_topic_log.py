@@ -11,9 +11,9 @@ import pytest
 
 from sharegroup.clock import ManualClock
 from sharegroup.errors import Errors, ShareError
-from sharegroup.server.log_config import LogConfig
-from sharegroup.server.segment_files import CorruptLogError, list_segment_bases, segment_file_name
-from sharegroup.server.topic_store import TopicStore
+from sharegroup.topics.log_config import LogConfig
+from sharegroup.topics.segment_files import CorruptLogError, list_segment_bases, segment_file_name
+from sharegroup.topics.topic_store import TopicStore
 from sharegroup.types import AbortedTransaction
 
 from .conftest import run
@@ -565,7 +565,7 @@ from hypothesis import strategies as st
 def test_any_damaged_segment_opens_to_a_valid_prefix_or_is_refused(tmp_path_factory, cut, garbage, flip):
     """Whatever a crash or a bad disk leaves in the last segment, opening either keeps a prefix of whole
     valid batches (and appends continue after it) or refuses with CorruptLogError; never anything else."""
-    from sharegroup.server.segment_files import scan_segment
+    from sharegroup.topics.segment_files import scan_segment
 
     directory = str(tmp_path_factory.mktemp("seg"))
     batches = [stored_form(produce_batch(2, tag=b"%d" % i), 2 * i) for i in range(4)]

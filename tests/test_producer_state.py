@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sharegroup.errors import Errors, ShareError
-from sharegroup.server.producer_state import BatchMetadata, ProducerStateManager, TransactionIndex
-from sharegroup.server.record_batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader
+from sharegroup.topics.producer_state import BatchMetadata, ProducerStateManager, TransactionIndex
+from sharegroup.topics.record_batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader
 from sharegroup.types import AbortedTransaction
 
 INT32_MAX = 2**31 - 1

@@ -10,7 +10,7 @@ import crc32c
 import pytest
 
 from sharegroup.errors import Errors, ShareError
-from sharegroup.server.record_batch import (
+from sharegroup.topics.record_batch import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     HEADER_BYTES,
@@ -297,7 +297,7 @@ def _kafka_refuses(timestamp: int, now_ms: int, before_max_ms: int, after_max_ms
 
 
 def _refused_indexes(data: bytes, now_ms: int, before_max_ms: int, after_max_ms: int) -> list[int]:
-    from sharegroup.server.record_batch import RecordValidationError, check_timestamps
+    from sharegroup.topics.record_batch import RecordValidationError, check_timestamps
 
     try:
         check_timestamps(data, validate_produce_batches(data, max_message_bytes=MAX), now_ms=now_ms,
@@ -337,7 +337,7 @@ def test_check_timestamps_messages_and_java_long_bounds():
     """Kafka's record message; the default before bound makes a range start Java computes without wrapping,
     an after bound of 2^63-1 one it wraps (and then takes every future record); Long.MIN_VALUE is refused
     with no before limit, as Java's wrapped difference makes it look far ahead (unless nothing ahead is)."""
-    from sharegroup.server.record_batch import RecordValidationError, check_timestamps
+    from sharegroup.topics.record_batch import RecordValidationError, check_timestamps
 
     data = build_record_batch([SimpleRecord(b"k", b"a"), SimpleRecord(b"k", b"b", timestamp_ms=_NOW + 7_200_000)],
                               base_timestamp_ms=_NOW, base_offset=40)
@@ -357,11 +357,11 @@ def test_check_timestamps_messages_and_java_long_bounds():
 
 
 def _scan_twins():
-    from sharegroup.server import record_batch
+    from sharegroup.topics import record_batch
 
     twins = [pytest.param(record_batch.scan_timestamp_deltas, id="pure")]
     if os.environ.get("SHAREGROUP_PUREPYTHON") != "1":
-        from sharegroup._native.record_scan import scan_timestamp_deltas as native
+        from sharegroup.topics._record_scan import scan_timestamp_deltas as native
 
         twins.append(pytest.param(native, id="native"))
     return twins
@@ -392,8 +392,8 @@ def test_scan_timestamp_deltas_twins_agree_on_any_bytes(deltas, tail, flip_at, f
     are out of reach of the varlongs a batch is built with here)."""
     if os.environ.get("SHAREGROUP_PUREPYTHON") == "1":
         pytest.skip("pure-Python pass: the native twin is not loaded")
-    from sharegroup._native.record_scan import scan_timestamp_deltas as native
-    from sharegroup.server.record_batch import scan_timestamp_deltas as pure
+    from sharegroup.topics._record_scan import scan_timestamp_deltas as native
+    from sharegroup.topics.record_batch import scan_timestamp_deltas as pure
 
     data = bytearray(build_record_batch([SimpleRecord(b"k", b"v", timestamp_ms=_NOW + d) for d in deltas],
                                         base_timestamp_ms=_NOW))

@@ -2,7 +2,7 @@
 small segments so that kills also land while segments roll) and prints each acknowledged append; the
 parent kills it at seeded random moments, reopens the store and checks that every acknowledged batch is
 there byte for byte at its acknowledged offset, that the log opens cleanly (a torn tail is cut, never
-refused) and that offsets stay dense. Run as a script, `python tests/test_server_topic_crash.py DIR
+refused) and that offsets stay dense. Run as a script, `python tests/test_topic_store_crash.py DIR
 ROUND` is the child.
 """
 
@@ -27,8 +27,8 @@ def batch_for(round_no: int, i: int) -> bytes:
 
 
 async def child_main(data_dir: str, round_no: int) -> None:
-    from sharegroup.server.log_config import LogConfig
-    from sharegroup.server.topic_store import TopicStore
+    from sharegroup.topics.log_config import LogConfig
+    from sharegroup.topics.topic_store import TopicStore
 
     store = await TopicStore.open(data_dir, log_config=LogConfig(segment_bytes=SEGMENT_BYTES))
     topic = store.topic_by_name("crash") or await store.create_topic("crash", 2)
@@ -49,7 +49,7 @@ async def child_main(data_dir: str, round_no: int) -> None:
 
 
 def test_sigkill_loses_no_acknowledged_append(tmp_path):
-    from sharegroup.server.topic_store import TopicStore
+    from sharegroup.topics.topic_store import TopicStore
     from tests.server_batches import stored_form
 
     rng = random.Random(1234)

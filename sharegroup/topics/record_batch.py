@@ -249,7 +249,7 @@ def scan_timestamp_deltas(data: bytes, start: int, end: int, record_count: int,
     """(smallest, largest) timestamp delta of the `record_count` records framed from `start` to exactly
     `end` of `data`; None when there are none or they do not frame so (`_record_deltas`).
 
-    The pure twin of `sharegroup._native.record_scan.scan_timestamp_deltas` (`_timestamp_scanner`
+    The pure twin of `sharegroup.topics._record_scan.scan_timestamp_deltas` (`_timestamp_scanner`
     picks one). Runtime: O(records), a few steps each."""
     deltas = _record_deltas(data, start, end, record_count, last_offset_delta) if record_count > 0 else None
     if not deltas:
@@ -262,7 +262,7 @@ def scan_timestamp_deltas(data: bytes, start: int, end: int, record_count: int,
 def _timestamp_scanner() -> Callable[[bytes, int, int, int, int], tuple[int, int] | None]:
     """The twin of `scan_timestamp_deltas` this process uses (`sharegroup._twins`: the Cython one unless
     SHAREGROUP_PUREPYTHON=1; its absence is an error with a clear message, never a silent fallback)."""
-    return twin("sharegroup._native.record_scan", __name__).scan_timestamp_deltas
+    return twin("sharegroup.topics._record_scan", __name__).scan_timestamp_deltas
 
 
 def _timestamp_delta_range(data: bytes, header: BatchHeader) -> tuple[int, int] | None:
