@@ -162,10 +162,14 @@ def block_run(run: Run) -> list[str]:
     brand = cpu.get("brand_raw") or machine.get("processor") or "unknown CPU"
     python = f"{machine.get('python_implementation', 'Python')} {machine.get('python_version', '?')}"
     system = " ".join(str(machine[k]) for k in ("system", "release", "machine") if machine.get(k))
+    invocation = run.data.get("invocation") or {}
+    start, end = invocation.get("load_average_at_start"), invocation.get("load_average_at_end")
+    load = f"; load average (1 min) {start[0]:.2f} when the run started, {end[0]:.2f} when it ended" if (
+        start and end) else ""
     return [
         f"**Stored run:** [`{run.link}`]({run.link}), {_when(run.data)}, commit `{_commit(run.data)}`, "
         f"{len(run.benchmarks)} benchmarks from {', '.join(f'`{f}`' for f in files)}.",
-        f"**Machine:** {brand}, {cpu.get('count', '?')} CPUs, {python}, {system}.",
+        f"**Machine:** {brand}, {cpu.get('count', '?')} CPUs, {python}, {system}{load}.",
     ]
 
 

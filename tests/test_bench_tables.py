@@ -125,8 +125,12 @@ def test_the_run_block_names_the_file_commit_and_machine():
             "commit `abcdef1`, 12 benchmarks from `bench_tracker.py`.") in text
     assert "**Machine:** Test CPU 9000, 2 CPUs, CPython 3.11.7, Linux 6.1.0 x86_64." in text
     data["commit_info"]["dirty"] = True
+    data["invocation"] = {"args": ["bench"], "load_average_at_start": [0.5, 0.4, 0.3],
+                          "load_average_at_end": [1.25, 0.9, 0.5]}
     dirty, _, _ = render(README, data)
     assert "commit `abcdef1 + uncommitted changes`" in dirty
+    assert ("**Machine:** Test CPU 9000, 2 CPUs, CPython 3.11.7, Linux 6.1.0 x86_64; load average (1 min) 0.50 "
+            "when the run started, 1.25 when it ended.") in dirty
 
 
 def test_a_block_the_run_does_not_cover_is_kept_as_it_was():
