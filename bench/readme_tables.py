@@ -169,6 +169,7 @@ def block_run(run: Run) -> list[str]:
     return [
         f"**Stored run:** [`{run.link}`]({run.link}), {_when(run.data)}, commit `{_commit(run.data)}`, "
         f"{len(run.benchmarks)} benchmarks from {', '.join(f'`{f}`' for f in files)}.",
+        "",
         f"**Machine:** {brand}, {cpu.get('count', '?')} CPUs, {python}, {system}{load}.",
     ]
 

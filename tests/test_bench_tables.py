@@ -280,3 +280,12 @@ def test_main_check_and_write(tmp_path, capsys):
     assert readme_tables.main([*args, "--strict"]) == 1  # the e2e block is not in the run
     assert "kept block 'e2e'" in capsys.readouterr().err
 
+
+def test_the_readme_is_what_the_stored_run_gives():
+    """Every generated block of README.md is what bench/results/latest.json gives (`make bench-readme`
+    would change nothing): a number in them cannot be edited by hand or drift from the stored run."""
+    run = readme_tables.load(readme_tables.DEFAULT_JSON, readme_tables.DEFAULT_README)
+    readme = readme_tables.DEFAULT_README.read_text(encoding="utf-8")
+    text, generated, _kept = readme_tables.render(readme, run)
+    assert "run" in generated
+    assert text == readme
