@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-native test-pure typecheck bench-smoke build bench clean
+.PHONY: demo test test-native test-pure typecheck bench-smoke build bench bench-readme clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,14 +39,27 @@ typecheck: build
 	$(PY) -m mypy
 	$(PY) -m mypy.stubtest --mypy-config-file tests/stubtest_mypy.ini $(NATIVE_MODULES)
 
-# Every benchmark once, with small sizes and timing off, so the benchmarks cannot rot.
+# Every benchmark once, with small sizes and timing off, so the benchmarks cannot rot. Writes no JSON and
+# leaves the README alone (only `make bench` and `make bench-readme` do those).
 bench-smoke: build
 	SHAREGROUP_BENCH_SMOKE=1 $(PY) -m pytest -q -p no:cacheprovider bench --benchmark-disable
 
 test: typecheck test-native test-pure bench-smoke
 
+# Every benchmark, timed. The run is stored in $(BENCH_JSON), tracked in git: pytest-benchmark's JSON with
+# each benchmark's statistics, the numbers benchmarks compute (extra_info), the machine and the commit. It
+# is written to a temporary file first, so a failed run leaves the stored one as it was. Then the README's
+# benchmark blocks are regenerated from it (bench/readme_tables.py, as `make bench-readme` does).
+BENCH_JSON := bench/results/latest.json
+
 bench: build
-	$(PY) -m pytest -q -p no:cacheprovider bench --benchmark-enable --benchmark-columns=min,median,mean,ops --benchmark-sort=name
+	$(PY) -m pytest -q -p no:cacheprovider bench --benchmark-enable --benchmark-columns=min,median,mean,ops --benchmark-sort=name --benchmark-json=$(BENCH_JSON).tmp
+	mv $(BENCH_JSON).tmp $(BENCH_JSON)
+	$(PY) bench/readme_tables.py --json $(BENCH_JSON) --readme README.md
+
+# The README's benchmark blocks from the stored run, without running anything.
+bench-readme: $(STAMP)
+	$(PY) bench/readme_tables.py --json $(BENCH_JSON) --readme README.md
 
 clean:
 	rm -rf build *.egg-info $$(find sharegroup persister -name "*.so") _native/*.c

@@ -208,31 +208,42 @@ def test_one_append_wakes_the_one_waiting_fetch(benchmark, with_twin, request):
     loop.close()
 
 
-def test_memory_per_idle_waiting_fetch(request, capsys):
+@pytest.mark.benchmark(group="manager: memory per idle waiting ShareFetch")
+def test_memory_per_idle_waiting_fetch(request, benchmark, capsys):
     """tracemalloc: bytes per parked ShareFetch (its task and coroutine frames included) and per
-    purgatory entry alone."""
+    purgatory entry alone. The measure runs once through `benchmark.pedantic` only so that the bytes go
+    to `benchmark.extra_info` (and `make bench`'s JSON); that round's time is not a result."""
     waiters = _waiters_for_run(request.config)
     loop = asyncio.new_event_loop()
     clock, _persister, _logs, mgr = _world(waiters, sessions=waiters)
     epochs = loop.run_until_complete(_park_all(mgr, clock, waiters))
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    tasks = [_waiting_fetch(loop, mgr, i, epochs[i]) for i in range(waiters)]
-    loop.run_until_complete(_until_parked(mgr, waiters))
-    gc.collect()
-    after = tracemalloc.take_snapshot()
-    per_fetch = sum(s.size_diff for s in after.compare_to(before, "filename")) / waiters
     purgatory = mgr._purgatory
-    before = tracemalloc.take_snapshot()
 
-    async def watch_only():
-        return [purgatory.watch(GROUP, [(TOPIC, waiters + i)], 10**12) for i in range(waiters)]
+    def measure():
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.take_snapshot()
+            tasks = [_waiting_fetch(loop, mgr, i, epochs[i]) for i in range(waiters)]
+            loop.run_until_complete(_until_parked(mgr, waiters))
+            gc.collect()
+            after = tracemalloc.take_snapshot()
+            per_fetch = sum(s.size_diff for s in after.compare_to(before, "filename")) / waiters
+            before = tracemalloc.take_snapshot()
 
-    entries = loop.run_until_complete(watch_only())
-    after = tracemalloc.take_snapshot()
-    per_entry = sum(s.size_diff for s in after.compare_to(before, "filename")) / waiters
-    tracemalloc.stop()
+            async def watch_only():
+                return [purgatory.watch(GROUP, [(TOPIC, waiters + i)], 10**12) for i in range(waiters)]
+
+            entries = loop.run_until_complete(watch_only())
+            after = tracemalloc.take_snapshot()
+            per_entry = sum(s.size_diff for s in after.compare_to(before, "filename")) / waiters
+        finally:
+            tracemalloc.stop()
+        return tasks, entries, per_fetch, per_entry
+
+    tasks, entries, per_fetch, per_entry = benchmark.pedantic(measure, rounds=1, iterations=1)
+    benchmark.extra_info.update({"waiters": waiters, "bytes_per_waiting_fetch": round(per_fetch),
+                                 "bytes_per_purgatory_entry": round(per_entry)})
     with capsys.disabled():
         print(f"\n{waiters} idle waiting ShareFetch requests: {per_fetch:.0f} bytes each (task, coroutine "
               f"frames, future, purgatory entry); purgatory entry alone: {per_entry:.0f} bytes")
