@@ -151,3 +151,16 @@ def test_the_clean_base_log_on_spark(spark, tmp_path):
     assert result.ok and result.records == len(base_records())
     assert_engines_and_recovery_agree(result, log_dir, AuditOptions(**FAULT_OPTIONS))
     assert result.master == "local[2]" and result.engine == "spark" and FAULT_N == 3
+
+
+def test_outputs_name_the_state_log_as_the_user_gave_it(spark, tmp_path, monkeypatch):
+    """Spark reads an absolute path, but the summary, the report and the picture's title name the state
+    log as the user gave it: an output never carries a path of the machine it was made on."""
+    write_history("share-partition", str(tmp_path / "log"), 5, rounds=20)
+    monkeypatch.chdir(tmp_path)
+    printed = []
+    result = run_audit("log", spark=spark, out_dir="out", print_fn=printed.append)
+    assert result.ok and result.log_dir == "log"
+    with open(result.report_path) as f:
+        assert str(tmp_path) not in f.read()
+    assert not any(str(tmp_path) in line for line in printed if not line.startswith("report:"))

@@ -60,7 +60,7 @@ def run_audit(
     options = AuditOptions(delivery_count_limit, snapshot_update_records_per_snapshot)
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
-    log_dir = os.fspath(state_log_dir)
+    log_dir = given_dir = os.fspath(state_log_dir)
     if log_dir.startswith("kafka://"):  # a state log in a Kafka topic: audit a read-only copy of it
         log_dir = _copy_kafka_log(log_dir, out_dir)
     local = _local_dir(log_dir)
@@ -76,6 +76,9 @@ def run_audit(
         result = replay_log(local, options)
     else:
         result = _run_on_spark(log_dir, master, spark, spark_conf, options, print_fn)
+    # Reports and pictures name the state log as the user gave it (a relative path stays relative, a
+    # kafka:// URL is not replaced by the copy's directory), never a path of the machine it ran on.
+    result.log_dir = display_path(given_dir)
     if write_outputs:
         from .report import draw_picture, write_report
 

@@ -257,7 +257,7 @@ def run_spark_audit(spark, log_dir: str, options: AuditOptions | None = None) ->
         live, scans, plan.log_start_offset, plan.start_offset_error, start_uri and display_path(start_uri)
     )
     result = assemble(
-        log_dir=display_path(path),
+        log_dir=display_path(os.fspath(log_dir)),  # as the user gave it: reports never show another path
         engine="spark",
         master=sc.master,
         options=options,
