@@ -5,3 +5,5 @@ server, the BrokerView protocol); then `connection`, `broker`, `handlers/` (one 
 family), `security/` (listeners, TLS, SASL, ACLs) and the services it wires (`share_services`). The
 durable topic store it serves is `sharegroup.topics` (layer 2).
 """
+
+__all__: list[str] = []  # entered through `sharegroup serve` (serve.main); embedders use the layers below

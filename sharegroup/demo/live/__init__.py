@@ -5,3 +5,5 @@
 it is acknowledged, `ledger` the account of every record from the clients' reports, `summary` what is
 counted and printed, `share_state` the copy of a Kafka state topic (`--share-state`).
 """
+
+__all__: list[str] = []  # entered through `sharegroup.demo.run_live_demo`

@@ -6,3 +6,5 @@
 decide from the seed, `ledger` the demo's own account of every record, `summary` what is counted and
 printed, `simulation` the simulated time itself (`VirtualTime`).
 """
+
+__all__: list[str] = []  # entered through `sharegroup.demo.run_demo`

@@ -34,6 +34,8 @@ from . import (
     topics,
 )
 
+__all__ = ["HANDLER_MODULES", "all_handlers"]
+
 HANDLER_MODULES = (
     api_versions,
     metadata,

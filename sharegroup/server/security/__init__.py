@@ -11,3 +11,5 @@
   authorizer with Kafka's StandardAuthorizer semantics;
 - `broker_security`: everything above, built once from the broker config.
 """
+
+__all__: list[str] = []  # built from the broker config by `broker_security`; handlers import its modules
