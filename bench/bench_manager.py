@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from persister import InMemoryPersister
-from sharegroup import partition as partition_module
+from sharegroup.manager import share_partition as partition_module
 from sharegroup.clock import ManualClock
 from sharegroup.config import BrokerConfig, ShareGroupConfig
 from sharegroup.manager import SharePartitionManager
