@@ -251,7 +251,53 @@ def full_run() -> dict:
     out.append(bench(readme_tables.SECURITY, 5.0, records=200_000, record_bytes=100, rounds=3,
                      sasl_ssl_records_per_s=874_995, plaintext_records_per_s=826_127, sasl_ssl_over_plaintext=1.059,
                      sasl_ssl_runs_records_per_s=[874_995], plaintext_runs_records_per_s=[826_127]))
+    out.append(soak_bench())
     return run_json(*out)
+
+
+def soak_bench(share_state_last: int = 624_282) -> dict:
+    """The soak's extra_info as bench/bench_soak.py writes it (a 60 s run, samples left out)."""
+    def measure(first: float, last: float, top: float) -> dict:
+        return {"first": first, "last": last, "max": top, "growth": round(last / first, 3) if first else None}
+
+    return bench(readme_tables.SOAK, 81.9, soak_s=60, target_records_per_s=1000, record_bytes=200,
+                 warmup_s=12.0, warmup_sample_t_s=12.31, end_sample_t_s=60.0,
+                 samples_columns=["t_s", "share_state_bytes", "groups_bytes", "topics_bytes", "rss_kb", "fds"],
+                 samples=[[12.31, 118_847, 31_168, 2_584_138, 54_196, 28], [60.0, share_state_last, 142_780,
+                                                                            2_409_540, 54_684, 27]],
+                 growth={"share_state_bytes": measure(118_847, share_state_last, share_state_last),
+                         "groups_bytes": measure(31_168, 142_780, 142_780),
+                         "topics_bytes": measure(2_584_138, 2_409_540, 3_663_030),
+                         "rss_kb": measure(54_196, 54_684, 54_684), "fds": measure(28, 27, 30)},
+                 restart={"first_start_s": 4.29, "middle_copy": {"ready_s": 2.701, "pause_s": 0.003},
+                          "end_copy": {"ready_s": 2.378, "pause_s": 0.006}, "restart_s": [4.328, 7.436],
+                          "stop_s": [0.722, 0.826, 0.859], "exit_codes": [0, 0, 0]},
+                 produced_per_s=995.3, share_acknowledged_per_s=1094.8, group_consumed_per_s=1981.8,
+                 group_commits_per_s=3.25, counts={"churn_rounds": 27, "produced": 62_462}, errors=[])
+
+
+EXPECTED_SOAK = """<!-- bench:begin soak -->
+| measure | after the warm-up (t = 12 s) | at the end (t = 60 s) | end / warm-up | max after the warm-up |
+|---|---|---|---|---|
+| `DIR/share-state` (the share-state log) | 116 KiB | **610 KiB** | 5.25× | 610 KiB |
+| `DIR/groups` (group and offset records) | 30.4 KiB | **139 KiB** | 4.58× | 139 KiB |
+| `DIR/topics` (topic logs) | 2.46 MiB | **2.30 MiB** | 0.932× | 3.49 MiB |
+| serve's resident memory (VmRSS) | 52.9 MiB | **53.4 MiB** | 1.01× | 53.4 MiB |
+| serve's open file descriptors | 28 | **27** | 0.964× | 30 |
+| start of a second serve on a copy of the data directory (launch to readiness) | 2.70 s (copy at the middle) | **2.38 s** (copy at the end) | 0.88× |  |
+
+60 s of load: 995 records/s produced (target 1,000), 1,095/s acknowledged by the share consumers, 1,982/s read \
+by the two consumer groups with 3.25 commits/s, 27 churn rounds. Restart after SIGTERM at the end: 4.33 s, 7.44 s \
+(the first start, on the empty directory: 4.29 s). *Stored run of 2026-01-02 03:04 UTC, commit `abcdef1`.*
+<!-- bench:end soak -->""".replace(" \\\n", " ")
+
+
+def test_the_soak_table_shows_each_size_at_the_warm_up_and_at_the_end():
+    text, generated, _ = render("<!-- bench:begin soak -->\nold\n<!-- bench:end soak -->\n", run_json(soak_bench()))
+    assert generated == ["soak"] and EXPECTED_SOAK in text
+    grown, _, _ = render(text, run_json(soak_bench(share_state_last=5 * 1024 * 1024)))
+    row = next(line for line in grown.splitlines() if line.startswith("| `DIR/share-state`"))
+    assert row == "| `DIR/share-state` (the share-state log) | 116 KiB | **5.00 MiB** | 44.1× | 5.00 MiB |"
 
 
 def test_every_block_renders_from_a_run_of_every_benchmark():
@@ -264,6 +310,7 @@ def test_every_block_renders_from_a_run_of_every_benchmark():
     assert "| write latency p99 with 8 writers | 3.80× one fsync |  |" in text
     assert "| recovery after pruning | replays 100,000 records" in text and "| bounded ✅ |" in text
     assert "warm session (median of 3: 8.14, 8.32, 9.09 s)" in text
+    assert "| `DIR/groups` (group and offset records) | 30.4 KiB | **139 KiB** | 4.58× | 139 KiB |" in text
 
 
 def test_main_check_and_write(tmp_path, capsys):
