@@ -98,6 +98,7 @@ class Timings:
             "share.coordinator.state.topic.prune.interval.ms": self.maintenance_ms,
             "share.coordinator.cold.partition.snapshot.interval.ms": self.maintenance_ms,
             "share.coordinator.state.topic.segment.bytes": 64 * 1024,
+            "offsets.topic.segment.bytes": 64 * 1024,  # DIR/groups' counterpart (Kafka's bound is 1)
             "log.segment.bytes": 1024 * 1024,  # Kafka's least
             "log.retention.bytes": 2 * 1024 * 1024,
             "log.retention.ms": self.retention_ms,
