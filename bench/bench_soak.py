@@ -440,13 +440,17 @@ class SoakResult:
         return [s for s in self.samples if s[0] >= self.timings.warmup_s]
 
     def growth(self) -> dict[str, dict[str, float | None]]:
-        """For every sampled measure: its first and last value after the warm-up, their ratio, its maximum."""
+        """For every sampled measure: its first and last value after the warm-up and their ratio, and its
+        peak in the first and in the second half of the time after the warm-up and their ratio. A bounded
+        store is a sawtooth (segments roll and go whole), so the peaks judge it better than two samples."""
         after = self.post_warmup() or self.samples  # a soak that failed early may have ended in its warm-up
+        halves = (after[: len(after) // 2] or after, after[len(after) // 2:])
         out: dict[str, dict[str, float | None]] = {}
         for column, name in enumerate(COLUMNS[1:], 1):
             first, last = after[0][column], after[-1][column]
-            out[name] = {"first": first, "last": last, "max": max(s[column] for s in after),
-                         "growth": round(last / first, 3) if first else None}
+            peaks = [max(s[column] for s in half) for half in halves]
+            out[name] = {"first": first, "last": last, "growth": _ratio(last, first), "peak_first_half": peaks[0],
+                         "peak_second_half": peaks[1], "peak_growth": _ratio(peaks[1], peaks[0])}
         return out
 
     def extra_info(self) -> dict[str, Any]:
@@ -467,6 +471,10 @@ class SoakResult:
             "counts": dict(sorted(c.items())), "errors": self.errors,
         }
         return info
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
 
 
 def _sample(serve: Serve, data: pathlib.Path, t_s: float) -> list[float]:
@@ -553,11 +561,13 @@ def table(result: SoakResult) -> str:
     out = [f"soak: {result.seconds} s of load, {os.cpu_count()} CPUs, load average "
            + " ".join(f"{x:.2f}" for x in os.getloadavg()),
            f"{'measure':<18} {'t=' + format(info['warmup_sample_t_s'], '.0f') + ' s':>14} "
-           f"{'t=' + format(info['end_sample_t_s'], '.0f') + ' s':>14} {'growth':>8} {'max':>14}"]
+           f"{'t=' + format(info['end_sample_t_s'], '.0f') + ' s':>14} {'ratio':>7}   {'peaks, 1st half':>15}"
+           f" {'2nd half':>14} {'ratio':>7}"]
     for name in COLUMNS[1:]:
         x = g[name]
-        growth = f"{x['growth']:.2f}x" if x["growth"] is not None else "-"
-        out.append(f"{name:<18} {x['first']:>14,.0f} {x['last']:>14,.0f} {growth:>8} {x['max']:>14,.0f}")
+        ratios = [f"{x[key]:.2f}x" if x[key] is not None else "-" for key in ("growth", "peak_growth")]
+        out.append(f"{name:<18} {x['first']:>14,.0f} {x['last']:>14,.0f} {ratios[0]:>7}   "
+                   f"{x['peak_first_half']:>15,.0f} {x['peak_second_half']:>14,.0f} {ratios[1]:>7}")
     out.append(f"start on the empty directory {r['first_start_s']:.2f} s; on a copy at the middle "
                f"{r['middle_copy']['ready_s']:.2f} s and at the end {r['end_copy']['ready_s']:.2f} s "
                f"(serve paused {r['middle_copy']['pause_s']:.2f} / {r['end_copy']['pause_s']:.2f} s for the copy); "

@@ -466,13 +466,15 @@ def block_soak(run: Run) -> list[str]:
     for key, label, fmt in SOAK_MEASURES:
         m = growth[key]
         rows.append([label, fmt(m["first"]), f"**{fmt(m['last'])}**", times(m["growth"]) if m["growth"] else "",
-                     fmt(m["max"])])
+                     f"{fmt(m['peak_first_half'])} → {fmt(m['peak_second_half'])}"
+                     + (f" (**{times(m['peak_growth'])}**)" if m["peak_growth"] else "")])
     middle, end = restart["middle_copy"]["ready_s"], restart["end_copy"]["ready_s"]
     rows.append(["start of a second serve on a copy of the data directory (launch to readiness)",
                  f"{num(middle)} s (copy at the middle)", f"**{num(end)} s** (copy at the end)", times(end / middle),
                  ""])
     lines = table(["measure", f"after the warm-up (t = {x('warmup_sample_t_s'):.0f} s)",
-                   f"at the end (t = {x('end_sample_t_s'):.0f} s)", "end / warm-up", "max after the warm-up"], rows)
+                   f"at the end (t = {x('end_sample_t_s'):.0f} s)", "end / warm-up",
+                   "peak in the first → second half after the warm-up"], rows)
     lines += ["", f"{count(x('soak_s'))} s of load: {count(x('produced_per_s'))} records/s produced (target "
               f"{count(x('target_records_per_s'))}), {count(x('share_acknowledged_per_s'))}/s acknowledged by the "
               f"share consumers, {count(x('group_consumed_per_s'))}/s read by the two consumer groups with "
