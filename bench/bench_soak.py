@@ -1,5 +1,5 @@
 """Soak: `sharegroup serve` left running under a steady mixed load, and whether its durable state, its memory
-and its open files stay bounded, and its restart time flat (SPEC §14, "a broker that runs for months").
+and its open files stay bounded, and its restart time flat (docs/serve-performance.md, "The soak").
 
     python -m pytest bench/bench_soak.py --benchmark-enable -q          # SHAREGROUP_SOAK_SECONDS (600) of load
     SHAREGROUP_BENCH_SMOKE=1 python -m pytest bench/bench_soak.py --benchmark-disable -q   # 10 s of load
@@ -21,7 +21,8 @@ with retention by size and age checked every 2 s. Against it, each client in a t
 
 Every few seconds a sample: the bytes of `DIR/share-state`, `DIR/groups` and `DIR/topics`, serve's RSS
 (`VmRSS`) and its open file descriptors. Growth is judged after a warm-up (the first fifth of the soak, when
-retention and maintenance have run many times): the first and the last sample after it, and their ratio.
+retention and maintenance have run many times): the first and the last sample after it, and the peaks in
+the first and the second half of the time after it, with their ratios.
 
 Restart time, four times: at the middle and at the end of the load, serve is paused (SIGSTOP) while its data
 directory is copied (a crash-consistent copy, as a `kill -9` would leave it), then resumed, and a second
