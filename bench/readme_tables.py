@@ -47,6 +47,7 @@ KAFKA_LOG = "bench/bench_kafka_log.py::test_durable_writes_and_recovery_kafka_vs
 AUDIT = "bench/bench_audit.py::test_audit_throughput_spark_vs_single_process_python"
 E2E = "bench/bench_e2e.py::test_e2e_serve_vs_mock"
 SECURITY = "bench/bench_security.py::test_share_consume_sasl_ssl_vs_plaintext"
+SOAK = "bench/bench_soak.py::test_soak_serve_state_stays_bounded"
 
 
 class Missing(Exception):
@@ -135,6 +136,11 @@ def times(x: float) -> str:
 
 def count(n: float) -> str:
     return f"{round(n):,}"
+
+
+def size(n_bytes: float) -> str:
+    """Bytes as KiB below a MiB, else MiB: 18.1 KiB, 2.49 MiB."""
+    return f"{num(n_bytes / 1024)} KiB" if n_bytes < 1 << 20 else f"{num(n_bytes / (1 << 20))} MiB"
 
 
 def meets(value: float, op: str, bound: float, text: str) -> str:
@@ -444,6 +450,40 @@ def block_audit(run: Run) -> list[str]:
     return table([title, "time", "records/s", "vs Python"], rows) + ["", run.stamp()]
 
 
+SOAK_MEASURES = (
+    ("share_state_bytes", "`DIR/share-state` (the share-state log)", size),
+    ("groups_bytes", "`DIR/groups` (group and offset records)", size),
+    ("topics_bytes", "`DIR/topics` (topic logs)", size),
+    ("rss_kb", "serve's resident memory (VmRSS)", lambda kb: size(kb * 1024)),
+    ("fds", "serve's open file descriptors", count),
+)
+
+
+def block_soak(run: Run) -> list[str]:
+    x = lambda key: run.extra(SOAK, key)  # noqa: E731
+    growth, restart, counts = x("growth"), x("restart"), x("counts")
+    rows = []
+    for key, label, fmt in SOAK_MEASURES:
+        m = growth[key]
+        rows.append([label, fmt(m["first"]), f"**{fmt(m['last'])}**", times(m["growth"]) if m["growth"] else "",
+                     f"{fmt(m['peak_first_half'])} → {fmt(m['peak_second_half'])}"
+                     + (f" (**{times(m['peak_growth'])}**)" if m["peak_growth"] else "")])
+    middle, end = restart["middle_copy"]["ready_s"], restart["end_copy"]["ready_s"]
+    rows.append(["start of a second serve on a copy of the data directory (launch to readiness)",
+                 f"{num(middle)} s (copy at the middle)", f"**{num(end)} s** (copy at the end)", times(end / middle),
+                 ""])
+    lines = table(["measure", f"after the warm-up (t = {x('warmup_sample_t_s'):.0f} s)",
+                   f"at the end (t = {x('end_sample_t_s'):.0f} s)", "end / warm-up",
+                   "peak in the first → second half after the warm-up"], rows)
+    lines += ["", f"{count(x('soak_s'))} s of load: {count(x('produced_per_s'))} records/s produced (target "
+              f"{count(x('target_records_per_s'))}), {count(x('share_acknowledged_per_s'))}/s acknowledged by the "
+              f"share consumers, {count(x('group_consumed_per_s'))}/s read by the two consumer groups with "
+              f"{num(x('group_commits_per_s'))} commits/s, {count(counts.get('churn_rounds', 0))} churn rounds. "
+              f"Restart after SIGTERM at the end: " + ", ".join(f"{num(t)} s" for t in restart["restart_s"])
+              + f" (the first start, on the empty directory: {num(restart['first_start_s'])} s). " + run.stamp()]
+    return lines
+
+
 BLOCKS: dict[str, Callable[[Run], list[str]]] = {
     "run": block_run,
     "e2e": block_e2e,
@@ -458,6 +498,7 @@ BLOCKS: dict[str, Callable[[Run], list[str]]] = {
     "topic-store": block_topic_store,
     "kafka-log": block_kafka_log,
     "audit": block_audit,
+    "soak": block_soak,
 }
 
 

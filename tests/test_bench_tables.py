@@ -251,7 +251,57 @@ def full_run() -> dict:
     out.append(bench(readme_tables.SECURITY, 5.0, records=200_000, record_bytes=100, rounds=3,
                      sasl_ssl_records_per_s=874_995, plaintext_records_per_s=826_127, sasl_ssl_over_plaintext=1.059,
                      sasl_ssl_runs_records_per_s=[874_995], plaintext_runs_records_per_s=[826_127]))
+    out.append(soak_bench())
     return run_json(*out)
+
+
+def soak_bench(share_state_last: int = 85_074) -> dict:
+    """The soak's extra_info as bench/bench_soak.py writes it (a 60 s run with the share state pruned; the
+    sample series shortened)."""
+    def measure(first: float, last: float, peaks: tuple[float, float]) -> dict:
+        return {"first": first, "last": last, "growth": round(last / first, 3), "peak_first_half": peaks[0],
+                "peak_second_half": peaks[1], "peak_growth": round(peaks[1] / peaks[0], 3)}
+
+    return bench(readme_tables.SOAK, 79.6, soak_s=60, target_records_per_s=1000, record_bytes=200,
+                 warmup_s=12.0, warmup_sample_t_s=12.24, end_sample_t_s=60.0,
+                 samples_columns=["t_s", "share_state_bytes", "groups_bytes", "topics_bytes", "rss_kb", "fds"],
+                 samples=[[12.24, 45_930, 31_039, 2_584_852, 53_948, 28],
+                          [60.0, share_state_last, 142_648, 2_408_791, 54_492, 27]],
+                 growth={"share_state_bytes": measure(45_930, share_state_last,
+                                                      (98_463, max(85_074, share_state_last))),
+                         "groups_bytes": measure(31_039, 142_648, (87_115, 142_648)),
+                         "topics_bytes": measure(2_584_852, 2_408_791, (3_458_293, 3_587_684)),
+                         "rss_kb": measure(53_948, 54_492, (54_344, 54_492)), "fds": measure(28, 27, (30, 30))},
+                 restart={"first_start_s": 5.241, "middle_copy": {"ready_s": 2.001, "pause_s": 0.004},
+                          "end_copy": {"ready_s": 1.568, "pause_s": 0.003}, "restart_s": [5.084, 4.613],
+                          "stop_s": [0.685, 0.834, 0.812], "exit_codes": [0, 0, 0]},
+                 produced_per_s=997.0, share_acknowledged_per_s=1096.4, group_consumed_per_s=1983.4,
+                 group_commits_per_s=3.23, counts={"churn_rounds": 26, "produced": 61_709}, errors=[])
+
+
+EXPECTED_SOAK = """<!-- bench:begin soak -->
+| measure | after the warm-up (t = 12 s) | at the end (t = 60 s) | end / warm-up | peak in the first → second half after the warm-up |
+|---|---|---|---|---|
+| `DIR/share-state` (the share-state log) | 44.9 KiB | **83.1 KiB** | 1.85× | 96.2 KiB → 83.1 KiB (**0.864×**) |
+| `DIR/groups` (group and offset records) | 30.3 KiB | **139 KiB** | 4.60× | 85.1 KiB → 139 KiB (**1.64×**) |
+| `DIR/topics` (topic logs) | 2.47 MiB | **2.30 MiB** | 0.932× | 3.30 MiB → 3.42 MiB (**1.04×**) |
+| serve's resident memory (VmRSS) | 52.7 MiB | **53.2 MiB** | 1.01× | 53.1 MiB → 53.2 MiB (**1.00×**) |
+| serve's open file descriptors | 28 | **27** | 0.964× | 30 → 30 (**1.00×**) |
+| start of a second serve on a copy of the data directory (launch to readiness) | 2.00 s (copy at the middle) | **1.57 s** (copy at the end) | 0.784× |  |
+
+60 s of load: 997 records/s produced (target 1,000), 1,096/s acknowledged by the share consumers, 1,983/s read \
+by the two consumer groups with 3.23 commits/s, 26 churn rounds. Restart after SIGTERM at the end: 5.08 s, 4.61 s \
+(the first start, on the empty directory: 5.24 s). *Stored run of 2026-01-02 03:04 UTC, commit `abcdef1`.*
+<!-- bench:end soak -->""".replace(" \\\n", " ")
+
+
+def test_the_soak_table_shows_each_size_at_the_warm_up_and_at_the_end():
+    text, generated, _ = render("<!-- bench:begin soak -->\nold\n<!-- bench:end soak -->\n", run_json(soak_bench()))
+    assert generated == ["soak"] and EXPECTED_SOAK in text
+    grown, _, _ = render(text, run_json(soak_bench(share_state_last=5 * 1024 * 1024)))
+    row = next(line for line in grown.splitlines() if line.startswith("| `DIR/share-state`"))
+    assert row == ("| `DIR/share-state` (the share-state log) | 44.9 KiB | **5.00 MiB** | 114× | "
+                   "96.2 KiB → 5.00 MiB (**53.2×**) |")
 
 
 def test_every_block_renders_from_a_run_of_every_benchmark():
@@ -264,6 +314,8 @@ def test_every_block_renders_from_a_run_of_every_benchmark():
     assert "| write latency p99 with 8 writers | 3.80× one fsync |  |" in text
     assert "| recovery after pruning | replays 100,000 records" in text and "| bounded ✅ |" in text
     assert "warm session (median of 3: 8.14, 8.32, 9.09 s)" in text
+    assert ("| `DIR/groups` (group and offset records) | 30.3 KiB | **139 KiB** | 4.60× | "
+            "85.1 KiB → 139 KiB (**1.64×**) |") in text
 
 
 def test_main_check_and_write(tmp_path, capsys):
