@@ -403,29 +403,6 @@ def test_alter_offsets_persister_failure_is_per_partition():
     run(main())
 
 
-def test_alter_offsets_without_lookup_id_resolves_topics_the_group_knows():
-    class NamesOnly:
-        def __init__(self, inner):
-            self.inner = inner
-
-        def lookup(self, name):
-            return self.inner.lookup(name)
-
-        def latest_offset(self, topic_id, partition):
-            return self.inner.latest_offset(topic_id, partition)
-
-    async def main():
-        e = await Env(topics_impl=NamesOnly, a=1, b=1).start()
-        await e.hb(M1, 0, ["a"])
-        await e.hb(M1, -1)
-        assert await e.gc.alter_offsets(G, {A: {0: 3}, B: {0: 3}}) == {
-            A: {0: Errors.NONE},
-            B: {0: Errors.UNKNOWN_TOPIC_OR_PARTITION},
-        }
-
-    run(main())
-
-
 # -- delete offsets ----------------------------------------------------------------------------------------
 
 

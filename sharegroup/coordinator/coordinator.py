@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable, Iterable, Mapping
+from typing import Awaitable, Callable, Iterable, Mapping
 
 from ..clock import Clock, SystemClock
 from ..errors import Errors, ShareError
@@ -102,10 +102,10 @@ class GroupCoordinator:
         of KIP-848 consumer groups (`group.consumer.*`)."""
         if not isinstance(persister, Persister):
             raise TypeError(f"persister must implement sharegroup.persistence.Persister, got {persister!r}")
-        if not (callable(getattr(topics, "lookup", None)) and callable(getattr(topics, "latest_offset", None))):
-            raise TypeError(f"topics must provide lookup(name) and latest_offset(topic_id, partition), got {topics!r}")
-        if not callable(getattr(clock, "now_ms", None)):
-            raise TypeError(f"clock must provide now_ms(), got {clock!r}")
+        if not isinstance(topics, TopicsLookup):
+            raise TypeError(f"topics must implement sharegroup.coordinator.TopicsLookup, got {topics!r}")
+        if not isinstance(clock, Clock):
+            raise TypeError(f"clock must implement sharegroup.clock.Clock, got {clock!r}")
         if not isinstance(config, GroupConfig):
             raise TypeError(f"config must be a GroupConfig, got {config!r}")
         if record_sink is not None and not isinstance(record_sink, RecordSink):
@@ -315,8 +315,7 @@ class GroupCoordinator:
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of a live topic known by id (None when it is gone or the lookup cannot tell)."""
-        lookup_id = getattr(self._consumer.topics, "lookup_id", None)
-        info = lookup_id(topic_id) if callable(lookup_id) else None
+        info = self._consumer.topics.lookup_id(topic_id)
         return info.name if info is not None and info.topic_id == topic_id else None
 
     async def expire_offsets(self) -> int:
@@ -548,11 +547,11 @@ class GroupCoordinator:
         """Tell the listener, in order, what changed; a listener that raises is logged and skipped."""
         if self._listener is None or not events.calls:
             return
-        for name, args in events.calls:
+        for what, call in events.calls:
             try:
-                await getattr(self._listener, name)(*args)
+                await call(self._listener)
             except Exception:
-                log.exception("group listener %s%r failed", name, args)
+                log.exception("group listener %s failed", what)
 
     # -- invariants ----------------------------------------------------------------------------------
 
@@ -578,14 +577,19 @@ class _Events:
     __slots__ = ("calls",)
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple]] = []
+        # (what, the call owed to the GroupListener), made on the listener after the lock is released
+        self.calls: list[tuple[str, Callable[[GroupListener], Awaitable[None]]]] = []
 
     def members_left(self, group_id: str, member_ids: list[str]) -> None:
-        self.calls += [("on_member_left", (group_id, member_id)) for member_id in member_ids]
+        for member_id in member_ids:
+            self.calls.append((f"on_member_left({group_id!r}, {member_id!r})",
+                               lambda listener, m=member_id: listener.on_member_left(group_id, m)))
 
     def group_deleted(self, group_id: str) -> None:
-        self.calls.append(("on_group_deleted", (group_id,)))
+        self.calls.append((f"on_group_deleted({group_id!r})", lambda listener: listener.on_group_deleted(group_id)))
 
     def offsets_deleted(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
         if topic_ids:
-            self.calls.append(("on_offsets_deleted", (group_id, list(topic_ids))))
+            ids = list(topic_ids)
+            self.calls.append((f"on_offsets_deleted({group_id!r}, {ids!r})",
+                               lambda listener: listener.on_offsets_deleted(group_id, ids)))

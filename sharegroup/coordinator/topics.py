@@ -28,15 +28,15 @@ class TopicInfo(NamedTuple):
 
 @runtime_checkable
 class TopicsLookup(Protocol):
-    """What the coordinator needs to know about topics.
-
-    `lookup_id(topic_id) -> TopicInfo | None` is optional: when present, `alter_offsets` can set offsets
-    of a topic the group has never consumed; without it only topics the group already knows resolve.
-    `names() -> Iterable[str]` is optional too: every topic name, for consumer groups that subscribe by
-    regular expression (without it a regex matches nothing).
-    """
+    """What the coordinator needs to know about topics: each topic by name and by id (so `alter_offsets`
+    can set offsets of a topic the group has never consumed), every name (for consumer groups that
+    subscribe by regular expression), and log end offsets (for lag)."""
 
     def lookup(self, name: str) -> TopicInfo | None: ...
+
+    def lookup_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def names(self) -> list[str]: ...
 
     def latest_offset(self, topic_id: uuid.UUID, partition: int) -> int:
         """The log end offset of a partition (for lag); raises ShareError when it cannot be known."""

@@ -335,8 +335,7 @@ class ConsumerMembership:
     # -- topic metadata and the assignor -------------------------------------------------------------
 
     def _topic_names(self) -> list[str]:
-        names = getattr(self.topics, "names", None)
-        return list(names()) if callable(names) else []
+        return list(self.topics.names())
 
     def _image(self, members, regexes) -> tuple[dict[str, TopicInfo], int]:
         """The subscribed topics that exist (name -> TopicInfo) and their metadata hash."""

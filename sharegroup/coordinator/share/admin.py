@@ -171,19 +171,9 @@ class ShareGroupAdmin:
         return group
 
     def _resolve_topic_id(self, group: ShareGroup | None, topic_id: uuid.UUID) -> TopicInfo | None:
-        """The metadata of a topic known by id: through `topics.lookup_id` when the lookup has it, else
-        through the names the group recorded for its share-partitions."""
-        lookup_id = getattr(self.topics, "lookup_id", None)
-        if callable(lookup_id):
-            info = lookup_id(topic_id)
-            return info if info is not None and info.topic_id == topic_id else None
-        if group is not None:
-            entry = all_partitions_of(group, topic_id)
-            if entry is not None:
-                info = self.topics.lookup(entry.topic_name)
-                if info is not None and info.topic_id == topic_id:
-                    return info
-        return None
+        """The metadata of a live topic known by id (None when no topic has that id now)."""
+        info = self.topics.lookup_id(topic_id)
+        return info if info is not None and info.topic_id == topic_id else None
 
 
 def check_offsets_request(offsets: Any) -> dict[uuid.UUID, dict[int, int]]:
