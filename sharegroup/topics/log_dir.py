@@ -63,7 +63,7 @@ class LogDir:
     def fault(self, path: str | None, operation: str, exc: BaseException) -> ShareError:
         """Record a storage fault on `path` (`operation`: what failed, e.g. "write" or "fsync"): log it at
         ERROR, take the directory offline, and return the ShareError(KAFKA_STORAGE_ERROR) to raise."""
-        if isinstance(exc, OSError) and exc.filename is not None and path is None:
+        if isinstance(exc, OSError) and exc.filename is not None:  # the very file (a temporary one, say)
             path = os.fsdecode(exc.filename)
         where = path or self.path
         text = describe_error(exc)
