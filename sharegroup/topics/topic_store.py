@@ -42,10 +42,9 @@ whatever id and epoch the request carries). Ids come from blocks of 1000 whose e
 before the first id of the block is handed out, so an id is never handed out twice, even across a
 crash. Transactional ids are not served yet (INVALID_REQUEST, see init_producer_id).
 
-Storage faults (log_dir): the store is one Kafka log dir. The first write, fsync or read error in it
-(any partition's files, topics.json, producer-ids) is logged at ERROR naming the file and takes the
-whole store offline: appends, markers, DeleteRecords, topic changes and new producer-id blocks are
-refused with KAFKA_STORAGE_ERROR until the broker restarts; reads of published data go on.
+Storage faults (log_dir): the store is one Kafka log dir; its first write, fsync or read error is logged
+at ERROR naming the file and takes the whole store offline: every write is refused with
+KAFKA_STORAGE_ERROR until the broker restarts; reads of published data go on.
 """
 
 from __future__ import annotations
@@ -218,15 +217,17 @@ class TopicStore:
         topic = _Topic(info, configs, self.log_config.for_topic(configs, stored=True))
         try:
             for partition in range(info.num_partitions):
-                directory = os.path.join(self._root, f"{info.name}-{partition}")
-                topic.logs.append(TopicLog.open(directory, topic.config, fsync=self._fsync,
-                                                on_publish=self._publisher(info.topic_id, partition),
-                                                executor=self._executor, log_dir=self.log_dir))
+                topic.logs.append(self._open_log(info, topic.config, partition))
         except BaseException:
             for log in topic.logs:
                 log._close_files()
             raise
         return topic
+
+    def _open_log(self, info: TopicInfo, config: LogConfig, partition: int) -> TopicLog:
+        return TopicLog.open(os.path.join(self._root, f"{info.name}-{partition}"), config, fsync=self._fsync,
+                             on_publish=self._publisher(info.topic_id, partition), executor=self._executor,
+                             log_dir=self.log_dir)
 
     def _register(self, topic: _Topic) -> None:
         self._by_name[topic.info.name] = topic
@@ -426,10 +427,7 @@ class TopicStore:
         info = topic.info
         try:
             for partition in range(first_new, info.num_partitions):
-                directory = os.path.join(self._root, f"{info.name}-{partition}")
-                topic.logs.append(TopicLog.open(directory, topic.config, fsync=self._fsync,
-                                                on_publish=self._publisher(info.topic_id, partition),
-                                                executor=self._executor, log_dir=self.log_dir))
+                topic.logs.append(self._open_log(info, topic.config, partition))
             self._write_topics(listed)
         except BaseException:
             for log in topic.logs[first_new:]:
@@ -578,9 +576,8 @@ class TopicStore:
         return await self._log(topic_id, partition).delete_records(before_offset)
 
     async def enforce_retention(self) -> list[tuple[uuid.UUID, int, int]]:
-        """Apply `retention.ms` / `retention.bytes` to every partition now (by the store's clock);
-        returns the partitions whose log start moved, with the new log start offset (none while the
-        log dir is offline)."""
+        """Apply `retention.ms` / `retention.bytes` to every partition now (by the store's clock); returns
+        the partitions whose log start moved, with the new log start offset (none while offline)."""
         now_ms = self._clock.now_ms()
         moved = []
         for topic in list(self._by_name.values()):
@@ -590,8 +587,7 @@ class TopicStore:
                     moved.append((topic.info.topic_id, partition, new_start))
         return moved
 
-    def _check_open(self) -> None:
-        """Writes to the store's metadata: refused once it is closed or its log dir is offline."""
+    def _check_open(self) -> None:  # for writes to the store's metadata
         if self._closed:
             raise ShareError(Errors.KAFKA_STORAGE_ERROR, "the topic store is closed")
         self.log_dir.check_writable()
