@@ -35,11 +35,10 @@ _perf_counter = time.perf_counter
 
 def describe_error(exc: BaseException) -> str:
     """An I/O error as an operator reads it: `ENOSPC (No space left on device)`; other errors as repr."""
-    code = exc.errno if isinstance(exc, OSError) else None
-    if not code:
+    if not isinstance(exc, OSError) or not exc.errno:
         return repr(exc)
-    name = errno.errorcode.get(code, f"errno {code}")
-    return f"{name} ({exc.strerror or os.strerror(code)})"  # type: ignore[union-attr]
+    name = errno.errorcode.get(exc.errno, f"errno {exc.errno}")
+    return f"{name} ({exc.strerror or os.strerror(exc.errno)})"
 
 
 class Pending:

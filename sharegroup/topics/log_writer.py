@@ -130,7 +130,8 @@ class LogWriter:
                     return
                 group, self.queue = self.queue, []
                 self.inflight = group
-                writes = [(p.new_segment, p.segment_base, p.position, p.data) for p in group]
+                writes: list[tuple[bool, int, int, bytes | bytearray]] = [
+                    (p.new_segment, p.segment_base, p.position, p.data) for p in group]
                 try:
                     new_segments, fsyncs = await loop.run_in_executor(self._executor, self.files.write_group, writes)
                 except BaseException as exc:  # noqa: BLE001 - every failure fails the appends, never the loop

@@ -334,6 +334,7 @@ class TopicLog:
         if new_segment:
             self._assign_base = self._next_offset
             self._assign_size = 0
+        assert self._assign_base is not None
         pending = PendingAppend(data, self._assign_base, self._assign_size, headers, control_types, new_segment,
                                 asyncio.get_running_loop().create_future(), producers_before)
         self._assign_size += size
