@@ -170,9 +170,10 @@ class TopicLog:
             self._segments.append(segment)
             self._segment_bases.append(base)
             if result.truncated_at is not None:
-                self.truncated_bytes += file_size - result.truncated_at
+                cut = file_size - result.truncated_at
+                self.truncated_bytes += cut
                 _logger.warning("%s: cut a torn tail of %d bytes at byte %d (a write that was never acknowledged)",
-                                segment.path, self.truncated_bytes, result.truncated_at)
+                                segment.path, cut, result.truncated_at)
                 if self._fsync is not None:
                     self._fsync(segment.fd)
             expected = segment.next_offset
@@ -228,7 +229,7 @@ class TopicLog:
 
     def stats(self) -> dict[str, int]:
         """Counters and sizes of this log (for metrics): what it appended, group commits and fsyncs
-        made, bytes cut as a torn tail on open, segments, bytes held, producers tracked."""
+        made, bytes cut on open (torn tails, refused writes), segments, bytes held, producers tracked."""
         writer = self._writer
         return {"appended_batches": self.appended_batches, "appended_bytes": self.appended_bytes,
                 "group_commits": writer.group_commits, "fsyncs": writer.fsyncs, "truncated_bytes": self.truncated_bytes,
