@@ -23,7 +23,7 @@ from typing import Callable
 
 from sharegroup.errors import Errors, ShareError
 
-from .state_log_api import BulkRecordLog, RecordLog
+from .state_log_api import BulkRecordLog, LogWriteError, RecordLog
 from .state_records import ShareCheckpoint, ShareRecord, StateKey
 
 __all__ = ["AppendPipeline", "write_error"]
@@ -238,10 +238,15 @@ class AppendPipeline:
 
 
 def write_error(exc: BaseException) -> BaseException:
-    """How a failed append reaches the caller: a ShareError as it is, any other error as
-    UNKNOWN_SERVER_ERROR (as Kafka answers a failed write to the state topic)."""
+    """How a failed append reaches the caller: a ShareError as it is; a storage fault of the log
+    (LogWriteError) as NOT_COORDINATOR, as Kafka's share coordinator answers KAFKA_STORAGE_ERROR from
+    its state topic (the share-partition leader then reports COORDINATOR_NOT_AVAILABLE); any other
+    error as UNKNOWN_SERVER_ERROR."""
     if isinstance(exc, ShareError) or not isinstance(exc, Exception):
         return exc
-    error = ShareError(Errors.UNKNOWN_SERVER_ERROR, f"Unable to write share group state: {exc!r}")
+    if isinstance(exc, LogWriteError):
+        error = ShareError(Errors.NOT_COORDINATOR, f"Unable to write share group state: KAFKA_STORAGE_ERROR: {exc}")
+    else:
+        error = ShareError(Errors.UNKNOWN_SERVER_ERROR, f"Unable to write share group state: {exc!r}")
     error.__cause__ = exc
     return error

@@ -1,8 +1,9 @@
 """`SegmentLog`: the durable RecordLog: segment files written by group commit, opened by recovery.
 
-The state log is three modules: `persister.state_log_files` (the directory layout and every file operation),
-`persister.state_log_recovery` (the scan that judges every frame on open, `read_log`) and this one, the log
-itself and its group-commit writer.
+The state log is four modules: `persister.state_log_files` (the directory layout and every file operation),
+`persister.state_log_recovery` (the scan that judges every frame on open, `read_log`),
+`persister.state_log_writer` (laying out, writing and cutting back a group commit) and this one, the log
+itself and its queue of appends.
 
 Offsets are implicit: a record's offset is its segment's base offset plus its index in the segment, so
 the file names plus one scan give every offset. A segment holds whole appends; the next append rolls a
@@ -16,9 +17,16 @@ possible and fsyncs once, then resolves every waiting append with its offsets. W
 fsync'd the next one accumulates, so under load one fsync carries many writes. At most
 `max_pending_appends` appends may be queued or in flight; further appends wait for room (backpressure).
 An append's future resolves only after its bytes (and, for a new segment, the directory entry) are
-durable. When a group fails (a write or fsync error), every append in it fails, the segment is
-truncated back to where the group began and segments it created are removed, so the log never keeps
-half-written bytes; if even that undo fails, the log refuses every later append until it is reopened.
+durable.
+
+Storage faults, as Kafka handles a failed log dir: when a group fails (a write, fsync or segment
+creation error), the error is logged at ERROR naming the file and the errno, the group is cut back
+(segment truncated to where the group began, segments it created removed; or, if that fails too, a
+`failed-write` file tells the next open what to cut), every append in it fails with LogWriteError, and
+the log goes offline: it refuses every later append and prune with LogWriteError until it is reopened
+(the broker restarts). The share coordinator answers such a write NOT_COORDINATOR, as Kafka's answers
+KAFKA_STORAGE_ERROR from its state topic (persister.append_pipeline); reads of the coordinator's
+in-memory state go on.
 
 Files are only touched from worker threads (`run_in_executor`), except by `read_all` and `read_rows`,
 which the coordinator calls synchronously while it replays on open (in a worker thread of its own when
@@ -31,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import functools
 import logging
 import os
@@ -43,11 +50,12 @@ from prometheus_client import CollectorRegistry
 
 from . import state_log_files
 from .frame_rows import KeyTable
-from .state_log_api import LogEntry
+from .state_log_api import LogEntry, LogWriteError
 from .state_log_files import LOCK_FILE, START_OFFSET_FILE, LogLockedError, SegmentInfo, segment_file_name
 from . import state_log_recovery
 from .state_log_recovery import open_and_recover, read_log
 from .state_log_metrics import HistogramTally, metrics_for
+from .state_log_writer import Pending, Plan, WriteFault, describe_error, plan_group, write_plan
 from .state_records import ShareRecord, StateKey, encode_record
 
 __all__ = [
@@ -63,85 +71,11 @@ __all__ = [
 ]
 
 _logger = logging.getLogger("persister.log")  # the state log's logger; its name predates this module's
-_perf_counter = time.perf_counter
 
 SEGMENT_BYTES_MIN = 1024
 DEFAULT_SEGMENT_BYTES = 100 * 2**20
 DEFAULT_MAX_PENDING_APPENDS = 16_384
 DEFAULT_MAX_GROUP_BYTES = 8 * 2**20
-
-
-class LogWriteError(OSError):
-    """An append that failed: its group commit could not be written or fsync'd (the bytes were truncated
-    back), or the log is unusable after an earlier failure it could not undo."""
-
-
-class _Pending:
-    """One queued append: its frames, its waiter (a future, or a callback from `enqueue`) and when it
-    was queued. An append whose future is done was abandoned by its cancelled caller; one with a
-    callback is never abandoned."""
-
-    __slots__ = ("frames", "nbytes", "future", "callback", "queued_at")
-
-    def __init__(self, frames: list[bytes], future: asyncio.Future | None, callback=None) -> None:
-        self.frames = frames
-        self.nbytes = len(frames[0]) if len(frames) == 1 else sum(map(len, frames))
-        self.future = future
-        self.callback = callback
-        self.queued_at = _perf_counter()
-
-    def resolve(self, first_offset: int) -> None:
-        """Its records are durable from `first_offset` on: answer the waiter."""
-        callback = self.callback
-        if callback is not None:
-            try:
-                callback(first_offset, None)
-            except Exception:  # a waiter's bug must not keep the rest of its group waiting
-                _logger.exception("state log: an append callback failed")
-        elif not self.future.done():
-            self.future.set_result(list(range(first_offset, first_offset + len(self.frames))))
-
-    def fail(self, error: BaseException) -> None:
-        """Its group failed (nothing of it stays in the log): tell the waiter why."""
-        if self.callback is not None:
-            _call_back(self.callback, None, error)
-        elif not self.future.done():
-            if isinstance(error, asyncio.CancelledError):
-                self.future.cancel()
-            else:
-                self.future.set_exception(error)
-
-
-def _call_back(callback, first_offset: int | None, error: BaseException | None) -> None:
-    try:
-        callback(first_offset, error)
-    except Exception:  # a waiter's bug must not keep the rest of its group waiting
-        _logger.exception("state log: an append callback failed")
-
-
-@dataclasses.dataclass(slots=True)
-class _Chunk:
-    """Bytes of one group commit bound for one segment file."""
-
-    base_offset: int  # of the segment
-    parts: list[bytes]
-    records: int
-    is_new: bool  # the group creates this segment
-
-
-@dataclasses.dataclass(slots=True)
-class _Plan:
-    chunks: list[_Chunk]
-    active_size_before: int
-    first_offsets: list[int]  # per pending append
-    end_offset: int
-    records: int
-    nbytes: int
-
-
-
-class _UndoFailed(Exception):
-    """A failed group commit whose bytes could not be truncated back: the log must stop appending."""
 
 
 class SegmentLog:
@@ -171,12 +105,12 @@ class SegmentLog:
         self._segments: list[SegmentInfo] = state["segments"]
         self._start_offset: int = state["start_offset"]
         self._finalizer = weakref.finalize(self, self._handles.close)
-        self._queue: collections.deque[_Pending] = collections.deque()
+        self._queue: collections.deque[Pending] = collections.deque()
         self._pending = 0  # appends queued or in the group being written
         self._space_waiters: collections.deque[asyncio.Future] = collections.deque()
         self._writer: asyncio.Task | None = None
         self._prune_lock = asyncio.Lock()
-        self._failure: BaseException | None = None
+        self._failure: str | None = None  # the storage fault that took the log offline
         self._closing = False
         self._closed = False
         self.fsync_count = 0
@@ -298,7 +232,7 @@ class SegmentLog:
         if self._pending >= self._max_pending:
             await self.wait_for_room()
         future = asyncio.get_running_loop().create_future()
-        self._queue_pending(_Pending(frames, future))
+        self._queue_pending(Pending(frames, future))
         return await future
 
     append.enqueue_equivalent = True  # `enqueue` does what `append` does (the coordinator checks this)
@@ -329,10 +263,10 @@ class SegmentLog:
         if self._pending >= self._max_pending:
             return False
         assert frames and len(frames) == len(entries)
-        self._queue_pending(_Pending(frames, None, callback))
+        self._queue_pending(Pending(frames, None, callback))
         return True
 
-    def _queue_pending(self, pending: _Pending) -> None:
+    def _queue_pending(self, pending: Pending) -> None:
         self._pending += 1
         self._queue.append(pending)
         if self._writer is None:
@@ -344,10 +278,24 @@ class SegmentLog:
         if self._closing:
             raise LogWriteError(f"the state log {self._dir} is closed")
         if self._failure is not None:
-            raise LogWriteError(
-                f"the state log {self._dir} stopped appending after a failure it could not undo "
-                f"({self._failure!r}); reopen it to recover"
-            )
+            raise self._offline_error()
+
+    def _offline_error(self) -> LogWriteError:
+        return LogWriteError(
+            f"the state log {self._dir} is offline after a storage error ({self._failure}); it refuses "
+            "writes until it is reopened (the broker restarts)"
+        )
+
+    def _storage_fault(self, path: str, operation: str, exc: BaseException) -> None:
+        """Log a storage fault at ERROR with the file and the error, and take the log offline."""
+        text = describe_error(exc)
+        if self._failure is None:
+            self._failure = f"{operation} of {path} failed: {text}"
+            _logger.error("state log: %s of %s failed: %s; the state log %s is offline: it refuses writes until "
+                          "the broker restarts", operation, path, text, self._dir)
+        else:
+            _logger.error("state log: %s of %s failed: %s (the state log %s is already offline)",
+                          operation, path, text, self._dir)
 
     def _wake_space_waiter(self) -> None:
         while self._space_waiters:
@@ -356,7 +304,7 @@ class SegmentLog:
                 waiter.set_result(None)
                 return
 
-    def _finish(self, pending: _Pending) -> None:
+    def _finish(self, pending: Pending) -> None:
         """An append left the queue (completed, failed or abandoned): make room for a waiting one."""
         self._pending -= 1
         if self._space_waiters:
@@ -371,10 +319,10 @@ class SegmentLog:
                 if not group:
                     continue
                 if self._failure is not None:
-                    self._fail_group(group, self._failure, count_failure=False)
+                    self._fail_group(group, self._offline_error(), count_failure=False)
                     continue
-                plan = self._plan(group)
-                work = loop.run_in_executor(None, self._write_plan, plan)
+                plan = plan_group(group, self._segments[-1], self._segment_bytes)
+                work = loop.run_in_executor(None, write_plan, self._dir, self._handles, plan, self._fsync)
                 try:
                     await asyncio.shield(work)
                 except asyncio.CancelledError:
@@ -397,8 +345,8 @@ class SegmentLog:
                 pending.fail(asyncio.CancelledError())
                 self._finish(pending)
 
-    def _take_group(self) -> list[_Pending]:
-        group: list[_Pending] = []
+    def _take_group(self) -> list[Pending]:
+        group: list[Pending] = []
         nbytes = 0
         queue, max_group_bytes = self._queue, self._max_group_bytes
         while queue:
@@ -414,86 +362,21 @@ class SegmentLog:
             nbytes += pending.nbytes
         return group
 
-    def _plan(self, group: list[_Pending]) -> _Plan:
-        """Lay the group out over the active segment and the new segments it rolls to."""
-        active = self._segments[-1]
-        chunks = [_Chunk(active.base_offset, [], 0, False)]
-        size = active.size_bytes
-        offset = self.end_offset
-        first_offsets = []
-        nbytes = 0
-        for pending in group:
-            if size > 0 and size + pending.nbytes > self._segment_bytes:
-                chunks.append(_Chunk(offset, [], 0, True))
-                size = 0
-            chunk = chunks[-1]
-            chunk.parts.extend(pending.frames)
-            chunk.records += len(pending.frames)
-            size += pending.nbytes
-            nbytes += pending.nbytes
-            first_offsets.append(offset)
-            offset += len(pending.frames)
-        return _Plan(chunks, active.size_bytes, first_offsets, offset, offset - self.end_offset, nbytes)
-
-    def _write_plan(self, plan: _Plan) -> tuple[int, int]:
-        """In a worker thread: write the group and make it durable; return (the new active segment's fd
-        or -1, fsyncs made). A segment is fsync'd before the next one gets any bytes, so after a crash
-        only the last segment can have a torn tail. On failure, truncate back and re-raise."""
-        active_fd = self._handles.active_fd
-        fd = active_fd
-        created: list[tuple[str, int]] = []
-        dirty = False
-        fsyncs = 0
-        try:
-            for chunk in plan.chunks:
-                if chunk.is_new:
-                    if dirty and self._fsync:
-                        state_log_files.fsync_file(fd)
-                        fsyncs += 1
-                    path = os.path.join(self._dir, segment_file_name(chunk.base_offset))
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
-                    created.append((path, fd))
-                    dirty = False
-                if chunk.parts:
-                    state_log_files.write_all(fd, b"".join(chunk.parts))
-                    dirty = True
-            if self._fsync:
-                if dirty:
-                    state_log_files.fsync_file(fd)
-                    fsyncs += 1
-                if created:
-                    state_log_files.fsync_dir(self._dir)
-                    fsyncs += 1
-        except BaseException as exc:
-            try:
-                for path, created_fd in created:
-                    os.close(created_fd)
-                    os.unlink(path)
-                os.ftruncate(active_fd, plan.active_size_before)
-                if self._fsync:
-                    state_log_files.fsync_file(active_fd)
-                    if created:
-                        state_log_files.fsync_dir(self._dir)
-            except BaseException as undo_exc:
-                raise _UndoFailed(f"{exc!r}, then the undo failed: {undo_exc!r}") from exc
-            raise
-        for _path, created_fd in created[:-1]:
-            os.close(created_fd)
-        if created:
-            os.close(active_fd)
-            return created[-1][1], fsyncs
-        return -1, fsyncs
-
-    def _complete(self, group: list[_Pending], plan: _Plan, work: asyncio.Future) -> None:
+    def _complete(self, group: list[Pending], plan: Plan, work: asyncio.Future) -> None:
         """Back on the loop: account for the group and resolve (or fail) every append in it."""
         error = work.exception() if not work.cancelled() else asyncio.CancelledError()
         if error is not None:
-            if isinstance(error, _UndoFailed):
-                self._failure = error
-                _logger.error("state log %s: a failed group commit could not be undone: %s", self._dir, error)
-            else:
-                _logger.warning("state log %s: group commit of %d records failed: %r", self._dir, plan.records, error)
-            self._fail_group(group, error)
+            if isinstance(error, WriteFault):
+                self._storage_fault(error.path, error.operation, error.cause)
+                if error.undo_error is not None:
+                    self._undo_failed(error, plan)
+                failure = LogWriteError(f"state log append failed: {error}")
+                failure.__cause__ = error.cause
+            else:  # cancelled before its thread ran, or a bug
+                self._storage_fault(self._dir, "write", error)
+                failure = LogWriteError(f"state log append failed: {error!r}")
+                failure.__cause__ = error
+            self._fail_group(group, failure)
             return
         new_fd, fsyncs = work.result()
         active = self._segments[-1]
@@ -523,13 +406,23 @@ class SegmentLog:
             self._finish(pending)
         latency.flush()
 
-    def _fail_group(self, group: list[_Pending], error: BaseException, *, count_failure: bool = True) -> None:
+    def _undo_failed(self, fault: WriteFault, plan: Plan) -> None:
+        """The failed group could not be cut back: say so, and what the next open will do about it."""
+        self._storage_fault(plan.active_path, "truncate", fault.undo_error)  # type: ignore[arg-type]
+        path = os.path.join(self._dir, state_log_files.FAILED_WRITE_FILE)
+        if fault.marked:
+            _logger.error("state log %s: wrote %s: the next open cuts everything after byte %d of %s (the "
+                          "refused records)", self._dir, path, plan.active_size_before, plan.active_path)
+        else:
+            self._storage_fault(path, "write", fault.marker_error)  # type: ignore[arg-type]
+            _logger.error("state log %s: the refused records could not be cut back nor marked: a restart may find "
+                          "them whole and keep them", self._dir)
+
+    def _fail_group(self, group: list[Pending], error: LogWriteError, *, count_failure: bool = True) -> None:
         if count_failure:
             self._m_failed.inc()
         for pending in group:
-            failure = LogWriteError(f"state log append failed: {error!r}")
-            failure.__cause__ = error
-            pending.fail(failure)
+            pending.fail(error)
             self._finish(pending)
 
     # -- reading -----------------------------------------------------------------------------------
@@ -557,11 +450,11 @@ class SegmentLog:
         directory); only then are segments deleted, so a crash in between leaves files that the next
         open deletes.
         """
-        self._check_open()
+        self._check_writable()
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise TypeError(f"offset must be an int, not {offset!r}")
         async with self._prune_lock:
-            self._check_open()
+            self._check_writable()
             target = min(offset, self.end_offset)
             if target <= self._start_offset:
                 return self._start_offset
@@ -569,9 +462,14 @@ class SegmentLog:
             while doomed + 1 < len(self._segments) and self._segments[doomed + 1].base_offset <= target:
                 doomed += 1
             loop = asyncio.get_running_loop()
-            fsyncs = await loop.run_in_executor(
-                None, state_log_files.write_start_offset, self._dir, target, self._fsync
-            )
+            try:
+                fsyncs = await loop.run_in_executor(
+                    None, state_log_files.write_start_offset, self._dir, target, self._fsync
+                )
+            except OSError as exc:
+                self._storage_fault(os.fsdecode(exc.filename or os.path.join(self._dir, START_OFFSET_FILE)), "write",
+                                    exc)
+                raise LogWriteError(f"pruning the state log {self._dir} failed: {describe_error(exc)}") from exc
             self.fsync_count += fsyncs
             self._m_fsyncs.inc(fsyncs)
             self._start_offset = target
@@ -584,7 +482,7 @@ class SegmentLog:
                         None, state_log_files.delete_files, self._dir, paths, self._fsync
                     )
                 except OSError as exc:  # the start offset is durable: the next open deletes them
-                    _logger.warning("state log %s: could not delete pruned segments: %r", self._dir, exc)
+                    self._storage_fault(os.fsdecode(exc.filename or self._dir), "delete", exc)
                 else:
                     self.fsync_count += fsyncs
                     self._m_fsyncs.inc(fsyncs)
@@ -606,10 +504,6 @@ class SegmentLog:
         async with self._prune_lock:
             self._closed = True
             self._finalizer()
-
-    def _check_open(self) -> None:
-        if self._closing:
-            raise LogWriteError(f"the state log {self._dir} is closed")
 
     def _check(self) -> None:
         """Assert the invariants of the segment list (tests call it)."""

@@ -1,5 +1,5 @@
 """The record log the share coordinator writes to: the `RecordLog` and `BulkRecordLog` protocols,
-`LogEntry` and `CorruptLogError`.
+`LogEntry`, `CorruptLogError` and `LogWriteError`.
 
 The coordinator owns the rules and the decision of which offset is redundant; a log only stores framed
 records at increasing offsets, says when they are durable and deletes prefixes. `MemoryLog`
@@ -13,10 +13,16 @@ from typing import Callable, Iterator, NamedTuple, Protocol, Sequence, runtime_c
 from .frame_rows import KeyTable
 from .state_records import ShareRecord, StateKey
 
-__all__ = ["LogEntry", "RecordLog", "BulkRecordLog", "AppendCallback", "CorruptLogError"]
+__all__ = ["LogEntry", "RecordLog", "BulkRecordLog", "AppendCallback", "CorruptLogError", "LogWriteError"]
 
 AppendCallback = Callable[[int | None, BaseException | None], None]
 """Hears an enqueued append's outcome: (first offset, None) once durable, or (None, the error)."""
+
+
+class LogWriteError(OSError):
+    """A storage fault of a log (Kafka's KAFKA_STORAGE_ERROR): an append or prune that failed, its group
+    commit not written or not fsync'd (nothing of it stays in the log), or the log offline after such a
+    fault, or closed."""
 
 
 class LogEntry(NamedTuple):

@@ -1,7 +1,7 @@
 """The state log's file operations: names, the start offset file, the lock, durable writes and deletes.
 
 Everything here touches the file system and nothing else; the recovery scan (`persister.state_log_recovery`)
-and the group-commit writer (`persister.state_log`) call these functions through this module (`state_log_files.X`,
+and the group-commit writer (`persister.state_log_writer`) call these functions through this module (`state_log_files.X`,
 looked up at call time), so tests can inject failures by replacing one of them.
 
 Layout of a log directory::
@@ -9,6 +9,8 @@ Layout of a log directory::
     00000000000000000000.log    segment files, named by the offset of their first record (20 digits)
     00000000000000004711.log    ... each a plain sequence of record frames (persister.state_records)
     log-start-offset            the log start offset, once something was pruned (atomically replaced)
+    failed-write                where the acknowledged records end, left when a failed group commit could
+                                not be cut back; the next open cuts what follows and removes it
     .lock                       flock'd while a SegmentLog has the directory open
 """
 
@@ -24,6 +26,7 @@ import crc32c
 __all__ = [
     "SEGMENT_SUFFIX",
     "START_OFFSET_FILE",
+    "FAILED_WRITE_FILE",
     "LOCK_FILE",
     "lock_log_dir",
     "SegmentInfo",
@@ -36,6 +39,8 @@ __all__ = [
     "parse_start_offset",
     "read_start_offset",
     "write_start_offset",
+    "read_failed_write",
+    "write_failed_write",
     "write_all",
     "fsync_file",
     "fsync_dir",
@@ -44,9 +49,11 @@ __all__ = [
 
 SEGMENT_SUFFIX = ".log"
 START_OFFSET_FILE = "log-start-offset"
+FAILED_WRITE_FILE = "failed-write"
 LOCK_FILE = ".lock"
 _SEGMENT_NAME = re.compile(r"(\d{20})\.log")
 _START_OFFSET_LINE = re.compile(rb"sharegroup-log-start 1 (\d{1,19}) ([0-9a-f]{8})\n")
+_FAILED_WRITE_LINE = re.compile(rb"sharegroup-failed-write 1 ((\d{1,19}) (\d{1,19})) ([0-9a-f]{8})\n")
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -182,21 +189,52 @@ def fsync_dir(path: str) -> None:
 def write_start_offset(log_dir: str, offset: int, fsync: bool) -> int:
     """Atomically replace the start offset file (write, fsync, rename, fsync the directory); return
     the number of fsyncs made."""
-    data = format_start_offset(offset)
-    path = os.path.join(log_dir, START_OFFSET_FILE)
+    return _replace_file(log_dir, START_OFFSET_FILE, format_start_offset(offset), fsync)
+
+
+def _replace_file(log_dir: str, name: str, data: bytes, fsync: bool) -> int:
+    """Atomically replace `log_dir/name` with `data`; an OSError names the file it failed on."""
+    path = os.path.join(log_dir, name)
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        write_all(fd, data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            write_all(fd, data)
+            if fsync:
+                fsync_file(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
         if fsync:
-            fsync_file(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if fsync:
-        fsync_dir(log_dir)
-        return 2
-    return 0
+            fsync_dir(log_dir)
+            return 2
+        return 0
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = tmp
+        raise
+
+
+def write_failed_write(log_dir: str, segment_base: int, size_bytes: int, fsync: bool) -> None:
+    """Record where the acknowledged records end when a failed group commit could not be cut back:
+    segment `segment_base` keeps `size_bytes` bytes, later segments go (one line with a CRC32C)."""
+    fields = b"%d %d" % (segment_base, size_bytes)
+    _replace_file(log_dir, FAILED_WRITE_FILE, b"sharegroup-failed-write 1 %s %08x\n" % (fields, crc32c.crc32c(fields)),
+                  fsync)
+
+
+def read_failed_write(log_dir: str) -> tuple[int, int] | None:
+    """(segment base offset, bytes it keeps) from the failed-write file of `log_dir`, None when there is
+    none; ValueError when it is unreadable."""
+    try:
+        with open(os.path.join(log_dir, FAILED_WRITE_FILE), "rb") as f:
+            data = f.read(128)
+    except FileNotFoundError:
+        return None
+    match = _FAILED_WRITE_LINE.fullmatch(data)
+    if match is None or crc32c.crc32c(match.group(1)) != int(match.group(4), 16):
+        raise ValueError("the failed-write file is unreadable")
+    return int(match.group(2)), int(match.group(3))
 
 
 def delete_files(log_dir: str, paths: list[str], fsync: bool) -> int:

@@ -7,6 +7,9 @@ by valid frames) raises CorruptLogError naming the file and the record's offset,
 truncated or deleted. Segments are written in order and the previous one is fsync'd before a new one
 gets bytes, so after a crash only the last segment can end torn. (A flipped bit in the very last record
 of the log cannot be told from a torn write; it is truncated like one, with a warning naming the file.)
+A `failed-write` file (left by a failed group commit that could not be cut back, see
+persister.state_log_writer) says where the acknowledged records end: what lies after it is ignored by
+the scan and cut by the open, so a refused record never reappears.
 
 Frames are scanned and decoded in bulk by the frame codec (`persister.frame_codec`: the Cython twin
 unless SHAREGROUP_PUREPYTHON=1), a chunk of the file at a time. `valid_frames_follow` is the one rule
@@ -24,7 +27,7 @@ from . import state_log_files
 from .frame_codec import frame_codec
 from .frame_rows import KeyTable
 from .state_log_api import CorruptLogError, LogEntry
-from .state_log_files import START_OFFSET_FILE, FileHandles, SegmentInfo, segment_file_name
+from .state_log_files import FAILED_WRITE_FILE, START_OFFSET_FILE, FileHandles, SegmentInfo, segment_file_name
 from .state_records import FRAME_HEADER_BYTES, RecordDecodeError, TornRecordError, check_frame, decode_record
 
 __all__ = ["read_log", "valid_frames_follow", "recover_dir", "open_and_recover", "read_entries", "read_rows"]
@@ -175,7 +178,7 @@ class _Scanned(NamedTuple):
     torn_reason: str | None  # set when the last segment ends with a torn tail (valid_bytes < file_bytes)
 
 
-def _scan_segment(path: str, base_offset: int, is_last: bool) -> _Scanned:
+def _scan_segment(path: str, base_offset: int, is_last: bool, limit: int | None = None) -> _Scanned:
     scan_frames = frame_codec().scan_frames
     count = 0
 
@@ -187,13 +190,15 @@ def _scan_segment(path: str, base_offset: int, is_last: bool) -> _Scanned:
 
     with open(path, "rb") as f:
         file_bytes = os.fstat(f.fileno()).st_size
+        if limit is not None:  # bytes past a failed-write mark were never acknowledged: not scanned
+            file_bytes = min(file_bytes, limit)
         try:
             for _ in _process_frames(f, file_bytes, scan, check_frame):
                 pass
         except _BadFrame as bad:
             if is_last:
                 f.seek(bad.file_pos)
-                if not valid_frames_follow(f.read()):
+                if not valid_frames_follow(f.read(file_bytes - bad.file_pos)):
                     reason = f"torn tail at byte {bad.file_pos} of {file_bytes}: {bad.cause}"
                     return _Scanned(base_offset, path, bad.file_pos, file_bytes, count, reason)
             raise CorruptLogError(
@@ -206,6 +211,8 @@ class _Recovered(NamedTuple):
     start_offset: int
     segments: list[_Scanned]  # the live segments, in offset order; the first holds start_offset
     below_start: list[str]  # segment files wholly below the start: what an interrupted prune left
+    refused: list[str]  # segment files after a failed-write mark (all refused)
+    marked: tuple[int, int] | None  # the failed-write mark: segment base offset, bytes it keeps
 
 
 def recover_dir(log_dir: str) -> _Recovered:
@@ -214,9 +221,17 @@ def recover_dir(log_dir: str) -> _Recovered:
         checkpointed_start = state_log_files.read_start_offset(log_dir)
     except ValueError as exc:
         raise CorruptLogError(os.path.join(log_dir, START_OFFSET_FILE), None, str(exc)) from None
+    try:
+        marked = state_log_files.read_failed_write(log_dir)
+    except ValueError as exc:
+        raise CorruptLogError(os.path.join(log_dir, FAILED_WRITE_FILE), None, str(exc)) from None
     listed = state_log_files.list_segments(log_dir)
+    refused: list[str] = []
+    if marked is not None:
+        refused = [path for base_offset, path in listed if base_offset > marked[0]]
+        listed = listed[: len(listed) - len(refused)]
     if not listed:
-        return _Recovered(checkpointed_start or 0, [], [])
+        return _Recovered(checkpointed_start or 0, [], [], refused, marked)
     start = listed[0][0] if checkpointed_start is None else max(checkpointed_start, listed[0][0])
     first_live = 0
     while first_live + 1 < len(listed) and listed[first_live + 1][0] <= start:
@@ -231,14 +246,15 @@ def recover_dir(log_dir: str) -> _Recovered:
                 expected,
                 f"segment base offset {base_offset} does not follow the previous segment's end {expected}",
             )
-        segment = _scan_segment(path, base_offset, is_last=i == len(live) - 1)
+        limit = marked[1] if marked is not None and marked[0] == base_offset else None
+        segment = _scan_segment(path, base_offset, is_last=i == len(live) - 1, limit=limit)
         scanned.append(segment)
         expected = base_offset + segment.record_count
     if start > expected:
         raise CorruptLogError(
             os.path.join(log_dir, START_OFFSET_FILE), start, f"log start offset beyond the log end {expected}"
         )
-    return _Recovered(start, scanned, [path for _base, path in listed[:first_live]])
+    return _Recovered(start, scanned, [path for _base, path in listed[:first_live]], refused, marked)
 
 
 def read_entries(segments: list[SegmentInfo], start_offset: int) -> Iterator[LogEntry]:
@@ -321,6 +337,31 @@ def read_log(log_dir: str | os.PathLike) -> Iterator[LogEntry]:
 
 
 
+def _cut_refused(log_dir: str, recovered: _Recovered, fsync: bool) -> int:
+    """Cut what a failed-write file marks as refused (the bytes after its mark, the segments after its
+    segment), durably, then remove the file; return the fsyncs made."""
+    base_offset, keep = recovered.marked  # type: ignore[misc]
+    fsyncs = 0
+    cut = 0
+    for segment in recovered.segments:
+        if segment.base_offset == base_offset and os.path.getsize(segment.path) > keep:
+            cut += os.path.getsize(segment.path) - keep
+            fd = os.open(segment.path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.ftruncate(fd, keep)
+                if fsync:
+                    state_log_files.fsync_file(fd)
+                    fsyncs += 1
+            finally:
+                os.close(fd)
+    cut += sum(os.path.getsize(path) for path in recovered.refused)
+    fsyncs += state_log_files.delete_files(log_dir, recovered.refused, fsync)
+    fsyncs += state_log_files.delete_files(log_dir, [os.path.join(log_dir, FAILED_WRITE_FILE)], fsync)
+    _logger.warning("state log %s: cut %d bytes of records refused before the restart (%s was left when they "
+                    "could not be cut back)", log_dir, cut, FAILED_WRITE_FILE)
+    return fsyncs
+
+
 def open_and_recover(log_dir: str, fsync: bool) -> dict:
     """In a worker thread: create and lock the directory, recover it, apply the recovery (truncate a
     torn tail, finish an interrupted prune, create the first segment) and open the active segment."""
@@ -335,6 +376,8 @@ def open_and_recover(log_dir: str, fsync: bool) -> dict:
     try:
         recovered = recover_dir(log_dir)  # changes nothing; raises on corruption
         segments = [SegmentInfo(s.base_offset, s.path, s.valid_bytes, s.record_count) for s in recovered.segments]
+        if recovered.marked is not None:
+            fsyncs += _cut_refused(log_dir, recovered, fsync)
         if recovered.segments and recovered.segments[-1].torn_reason is not None:
             last = recovered.segments[-1]
             _logger.warning(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 
@@ -25,17 +26,23 @@ def stored_form(data: bytes, base_offset: int) -> bytes:
 
 
 class CountingFsync:
-    """An fsync that counts its calls, can be made to fail, or to block until released."""
+    """An fsync that counts its calls, can be made to fail (every call while `fail` is set, or the next
+    `fail_next` calls, with OSError(`errno`)), or to block until released."""
 
     def __init__(self) -> None:
         self.calls = 0
         self.fail = False
+        self.fail_next = 0
+        self.errno = errno.EIO
+        self.failures = 0
         self.gate: threading.Event | None = None
 
     def __call__(self, fd: int) -> None:
         if self.gate is not None:
             self.gate.wait(10)
-        if self.fail:
-            raise OSError(5, "injected fsync failure")
+        if self.fail or self.fail_next:
+            self.fail_next = max(0, self.fail_next - 1)
+            self.failures += 1
+            raise OSError(self.errno, os.strerror(self.errno))
         self.calls += 1
         os.fsync(fd)

@@ -838,7 +838,7 @@ def test_batched_rpcs_return_one_result_per_item_in_order():
 # -- failed appends -------------------------------------------------------------------------------
 
 
-@memory_log_only("MemoryLog's fail hook (test_persister_local has the SegmentLog twin)")
+@memory_log_only("MemoryLog's fail hook (test_state_log_faults has the SegmentLog twin)")
 def test_a_failed_append_leaves_state_and_log_unchanged():
     async def main():
         failure = {"exc": None}

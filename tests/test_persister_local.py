@@ -6,7 +6,6 @@ the directory lock and the Persister protocol."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import random
 import uuid
@@ -14,7 +13,6 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry
 
-import persister.state_log_files as state_log_files
 from persister import (
     CorruptLogError,
     LocalPersister,
@@ -175,49 +173,6 @@ def test_idle_keys_are_rewritten_so_a_prune_can_pass_them_and_the_restart_agrees
         await p.close()
         p = await open_persister(tmp_path, snapshot_update_records_per_snapshot=2, clock=clock)
         assert p.coordinator._dump() == dump and len(p.log) == 2
-        await p.close()
-
-    run(main())
-
-
-def test_a_failed_fsync_fails_the_write_and_leaves_state_and_log_unchanged(tmp_path, monkeypatch):
-    async def main():
-        p = await open_persister(tmp_path, snapshot_update_records_per_snapshot=1, fsync=True)
-        await p.initialize_state(G, T, 0, state_epoch=0, start_offset=0)
-        await p.initialize_state(G, T, 1, state_epoch=0, start_offset=0)
-        await write(p, 0, 0)
-        dump, end, size = p.coordinator._dump(), p.log.end_offset, p.log.size_bytes()
-
-        real_fsync = state_log_files.fsync_file
-
-        def failing_fsync(fd):  # fails to make new bytes durable; the undo (truncating back) succeeds
-            if os.fstat(fd).st_size > size:
-                raise OSError(errno.EIO, "Input/output error")
-            real_fsync(fd)
-
-        monkeypatch.setattr(state_log_files, "fsync_file", failing_fsync)
-        results = await asyncio.gather(
-            write(p, 0, 3, batches=[StateBatch(3, 9, ARCHIVED, 2)]),
-            write(p, 1, 5),
-            p.read_state(G, T, 1, leader_epoch=4),
-            p.delete_state(G, T, 1),
-            return_exceptions=True,
-        )
-        assert all(isinstance(r, ShareError) and r.error is Errors.UNKNOWN_SERVER_ERROR for r in results), results
-        assert "Input/output error" in results[0].message
-        assert p.coordinator._dump() == dump
-        assert (p.log.end_offset, p.log.size_bytes()) == (end, size)
-        assert os.path.getsize(tmp_path / segment_file_name(0)) == size
-        p.coordinator._check()
-        monkeypatch.undo()
-        await write(p, 0, 3, batches=[StateBatch(3, 9, ARCHIVED, 2)])  # the checkpoint that was due is still due
-        dump = p.coordinator._dump()
-        await p.close()
-        p = await open_persister(tmp_path, snapshot_update_records_per_snapshot=1)
-        assert p.coordinator._dump() == dump
-        assert [type(e.record).__name__ for e in p.log.read_all()] == [
-            "ShareCheckpoint", "ShareCheckpoint", "ShareDelta", "ShareCheckpoint"
-        ]
         await p.close()
 
     run(main())

@@ -263,10 +263,16 @@ def test_a_failed_group_fails_every_write_in_it_and_releases_the_keys(tmp_path, 
 
         monkeypatch.setattr(state_log_files, "fsync_file", fail_once)
         results = await asyncio.gather(*(write(coord, 3, partition=p) for p in range(3)), return_exceptions=True)
-        assert all(isinstance(r, ShareError) and r.error is Errors.UNKNOWN_SERVER_ERROR for r in results)
+        assert all(isinstance(r, ShareError) and r.error is Errors.NOT_COORDINATOR for r in results)
         monkeypatch.undo()
         assert coord._dump() == before
         assert coord._pipeline.held == {} and coord._pipeline.queued == 0
+        with pytest.raises(ShareError) as info:  # the log is offline until reopened
+            await write(coord, 3)
+        assert info.value.error is Errors.NOT_COORDINATOR
+        assert coord._pipeline.held == {} and coord._pipeline.queued == 0
+        await coord.close()
+        coord = await open_coordinator(tmp_path)
         await write(coord, 3)
         assert coord.state(KEY).start_offset == 3
         await coord.close()

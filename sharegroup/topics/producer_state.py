@@ -141,6 +141,13 @@ class ProducerStateManager:
     def apply(self, updates: dict[int, ProducerEntry]) -> None:
         self._producers.update(updates)
 
+    def restore(self, producer_id: int, entry: ProducerEntry | None) -> None:
+        """Put back a producer's entry as it was before a refused append (None: it had none)."""
+        if entry is None:
+            self._producers.pop(producer_id, None)
+        else:
+            self._producers[producer_id] = entry
+
     def replay(self, header: BatchHeader) -> None:
         """Recovery: take a stored batch (offsets assigned) as written, without checks."""
         pid = header.producer_id

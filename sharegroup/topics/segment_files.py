@@ -14,6 +14,10 @@ followed by a valid batch, or a whole batch with a good CRC at the wrong base of
 write leaves) is corruption: `CorruptLogError` names the file and position, and nothing is changed. A
 flipped bit in the very last batch cannot be told from a torn write and is cut like one. File
 primitives here take an injectable `fsync(fd)` so tests can count or fail fsyncs.
+
+A write that fails is cut back (`SegmentWriter.undo`); when even that fails, a `failed-write` file
+records where the acknowledged data ends (segment base offset and bytes), and the next open cuts
+everything after it before the scan (`cut_failed_write`), so a refused write never reappears.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from .record_batch import (
 
 __all__ = [
     "CorruptLogError",
+    "FileFault",
     "BatchIndex",
     "Segment",
     "ScanResult",
@@ -51,12 +56,16 @@ __all__ = [
     "list_segment_bases",
     "scan_segment",
     "SegmentWriter",
+    "FAILED_WRITE_FILE",
+    "write_failed_write",
+    "cut_failed_write",
     "FLAG_TRANSACTIONAL",
     "FLAG_CONTROL",
 ]
 
 FsyncFn = Callable[[int], None]
 SEGMENT_SUFFIX = ".log"
+FAILED_WRITE_FILE = "failed-write"
 _SEGMENT_NAME = re.compile(r"(\d{20})\.log")
 _SCAN_CHUNK_BYTES = 4 * 2**20
 _MIN_BATCH_LENGTH = HEADER_BYTES - LOG_OVERHEAD_BYTES
@@ -73,6 +82,16 @@ class CorruptLogError(Exception):
         self.path = path
         self.position = position
         self.reason = reason
+
+
+class FileFault(Exception):
+    """An operation on a file of the log ("create", "write", "fsync") that failed with `cause`."""
+
+    def __init__(self, path: str, operation: str, cause: BaseException) -> None:
+        super().__init__(f"{operation} of {path} failed: {cause!r}")
+        self.path = path
+        self.operation = operation
+        self.cause = cause
 
 
 def os_fsync(fd: int) -> None:
@@ -96,18 +115,23 @@ def write_file_atomically(path: str, data: bytes, fsync: FsyncFn | None) -> None
     """Replace `path` with `data` so that a crash leaves the old or the new content, never a mix:
     write a temporary file, fsync it, rename it over `path`, fsync the directory."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if fsync is not None:
+                fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
         if fsync is not None:
-            fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if fsync is not None:
-        fsync_dir(os.path.dirname(path) or ".", fsync)
+            fsync_dir(os.path.dirname(path) or ".", fsync)
+    except OSError as exc:
+        if exc.filename is None:  # name the file in the error (fsync and write errors carry none)
+            exc.filename = tmp
+        raise
 
 
 def read_offset_file(path: str) -> int | None:
@@ -251,8 +275,9 @@ class SegmentWriter:
     `write_group` writes a group of appends, each `(new_segment, segment_base, position, data)`, with
     `pwrite` at the positions the log assigned, and makes them durable: a segment is fsync'd before the
     next one gets bytes, the last one and (when segments were created) the directory at the end. It
-    returns the segments it created and the fsyncs it made. After a failure `undo` deletes the segments
-    the group created and cuts the last published segment back to its published size.
+    returns the segments it created and the fsyncs it made, or raises FileFault naming the file and
+    the operation that failed. After a failure `undo` deletes the segments the group created and cuts
+    the last published segment back to its published size, durably.
     """
 
     def __init__(self, directory: str, fsync: FsyncFn | None) -> None:
@@ -267,42 +292,104 @@ class SegmentWriter:
         fsyncs = 0
         seg = self.segment
         dirty = False
-        for new_segment, segment_base, position, data in writes:
-            if new_segment:
-                if dirty and fsync is not None:
+        operation, path = "write", self.directory
+        try:
+            for new_segment, segment_base, position, data in writes:
+                if new_segment:
+                    if dirty and fsync is not None:
+                        operation, path = "fsync", seg.path  # type: ignore[union-attr]
+                        fsync(seg.fd)  # type: ignore[union-attr]
+                        fsyncs += 1
+                    operation, path = "create", os.path.join(self.directory, segment_file_name(segment_base))
+                    seg = self.segment = Segment.create(self.directory, segment_base)
+                    new.append(seg)
+                    dirty = False
+                operation, path = "write", seg.path  # type: ignore[union-attr]
+                view = memoryview(data)
+                while view:
+                    written = os.pwrite(seg.fd, view, position)  # type: ignore[union-attr]
+                    view = view[written:]
+                    position += written
+                dirty = True
+            if fsync is not None:
+                if dirty:
+                    operation, path = "fsync", seg.path  # type: ignore[union-attr]
                     fsync(seg.fd)  # type: ignore[union-attr]
                     fsyncs += 1
-                seg = self.segment = Segment.create(self.directory, segment_base)
-                new.append(seg)
-                dirty = False
-            view = memoryview(data)
-            while view:
-                written = os.pwrite(seg.fd, view, position)  # type: ignore[union-attr]
-                view = view[written:]
-                position += written
-            dirty = True
-        if fsync is not None:
-            if dirty:
-                fsync(seg.fd)  # type: ignore[union-attr]
-                fsyncs += 1
-            if new:
-                fsync_dir(self.directory, fsync)
-                fsyncs += 1
+                if new:
+                    operation, path = "fsync", self.directory
+                    fsync_dir(self.directory, fsync)
+                    fsyncs += 1
+        except OSError as exc:
+            raise FileFault(path, operation, exc) from exc
         self.created = []
         return new, fsyncs
 
     def undo(self, published: Segment | None) -> None:
+        """Delete the segments the failed group created and cut `published` (the last published
+        segment) back to its published size, fsync'd; raises OSError when that fails too."""
         created, self.created = self.created, []
         for seg in created:
             seg.close()
-            os.unlink(seg.path)
+            try:
+                os.unlink(seg.path)
+            except FileNotFoundError:
+                pass
         if published is not None and published.fd >= 0:
             os.ftruncate(published.fd, published.size_bytes)
+            if self.fsync is not None:
+                self.fsync(published.fd)
             self.segment = published
+        if created and self.fsync is not None:
+            fsync_dir(self.directory, self.fsync)
 
     def close(self) -> None:
         if self.segment is not None:
             self.segment.close()
+
+
+def write_failed_write(directory: str, segment_base: int, size_bytes: int, fsync: FsyncFn | None) -> None:
+    """Record, when a failed write could not be cut back, where the acknowledged data of the log ends:
+    segment `segment_base` keeps `size_bytes` bytes and every later segment goes (`cut_failed_write`)."""
+    write_file_atomically(os.path.join(directory, FAILED_WRITE_FILE), b"%d %d\n" % (segment_base, size_bytes), fsync)
+
+
+def cut_failed_write(directory: str, fsync: FsyncFn | None) -> int | None:
+    """Recovery, before the scan: when a `failed-write` file is present, cut what it says never was
+    acknowledged (the bytes after its end, the segments after its segment), make the cut durable, then
+    remove the file. Returns the bytes cut, or None when there is no such file."""
+    path = os.path.join(directory, FAILED_WRITE_FILE)
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64)
+    except FileNotFoundError:
+        return None
+    fields = text[:-1].split(b" ") if text.endswith(b"\n") else []
+    if len(fields) != 2 or not all(x.isdigit() and len(x) <= 19 for x in fields):
+        raise CorruptLogError(path, 0, f"not a segment offset and a size: {text[:40]!r}")
+    base, size = int(fields[0]), int(fields[1])
+    cut = 0
+    for segment_base in list_segment_bases(directory):
+        segment_path = os.path.join(directory, segment_file_name(segment_base))
+        length = os.path.getsize(segment_path)
+        if segment_base > base:
+            os.unlink(segment_path)
+            cut += length
+        elif segment_base == base and length > size:
+            fd = os.open(segment_path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, size)
+                if fsync is not None:
+                    fsync(fd)
+            finally:
+                os.close(fd)
+            cut += length - size
+    if fsync is not None:
+        fsync_dir(directory, fsync)
+    os.unlink(path)
+    if fsync is not None:
+        fsync_dir(directory, fsync)
+    return cut
 
 
 class ScanResult(NamedTuple):

@@ -9,16 +9,19 @@ Layout of a partition directory (`DIR/topics/<topic>-<partition>/`)::
 Append path. `append` checks the batches (record_batch: framing, magic, CRC, Kafka's client-batch
 rules) and the producer sequences (producer_state) and, with nothing awaited in between, assigns
 offsets by rewriting each batch's base offset, picks the segment (a new one when the active one would
-grow past `segment.bytes`), and queues the bytes. A refused append changes nothing. One writer task at
-a time takes everything queued and, in a worker thread, writes it with `pwrite` and fsyncs once (group
-commit: concurrent appends share the fsync); a segment is fsync'd before the next one gets bytes, and a
-new segment's directory entry before anything in it is acknowledged. Only then are the batches
-*published*: indexed, counted in the log end offset (the high watermark of this single replica),
-handed to readers and announced to the listener. acks=-1/1 appends return after publication; acks=0
-appends return once queued. While more than `MAX_QUEUED_BYTES` wait for the disk, further appends wait
-for room (backpressure), so no producer can make the queue grow without bound. A failed write or
-fsync fails its appends and every later one with KAFKA_STORAGE_ERROR (the published log stays readable);
-reopening the store recovers from what is on disk.
+grow past `segment.bytes`), and queues the bytes. A refused append changes nothing. The writer
+(log_writer) writes everything queued with `pwrite` and fsyncs once (group commit: concurrent appends
+share the fsync); a segment is fsync'd before the next one gets bytes, and a new segment's directory
+entry before anything in it is acknowledged. Only then are the batches *published*: indexed, counted
+in the log end offset (the high watermark of this single replica), handed to readers and announced to
+the listener. acks=-1/1 appends return after publication; acks=0 appends return once queued. While
+more than `MAX_QUEUED_BYTES` wait for the disk, further appends wait for room (backpressure).
+
+Storage faults (log_writer, log_dir): a failed write, fsync or read takes the store's log dir offline
+(ERROR logged with the file and the error); the failed appends and every later write are refused with
+KAFKA_STORAGE_ERROR until a restart, the refused bytes are cut back (or marked for the next open to
+cut), and the offsets and producer state assigned to refused appends are rolled back. The published
+log stays readable.
 
 Reads are synchronous (the `PartitionLogs` protocol): whole published batches, found by binary search
 in the batch index, read with one `pread` per segment touched, handed out as memoryviews of the stored
@@ -35,12 +38,14 @@ import bisect
 import logging
 import os
 from concurrent.futures import Executor
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, NoReturn
 
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogBatch, LogRead
 
 from .log_config import LogConfig
+from .log_dir import LogDir
+from .log_writer import MAX_QUEUED_BYTES, LogWriter, PendingAppend, retrieve
 from .producer_state import ProducerEntry, ProducerStateManager, TransactionIndex
 from .record_batch import (
     CONTROL_ABORT,
@@ -56,7 +61,7 @@ from .segment_files import (
     CorruptLogError,
     FsyncFn,
     Segment,
-    SegmentWriter,
+    cut_failed_write,
     fsync_dir,
     list_segment_bases,
     read_offset_file,
@@ -69,7 +74,6 @@ __all__ = ["TopicLog", "AppendResult", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
 
 _logger = logging.getLogger(__name__)
 LOG_START_FILE = "log-start-offset"
-MAX_QUEUED_BYTES = 64 * 2**20
 PARTITION_LEADER_EPOCH = 0  # the one leader epoch of this single node's partitions
 
 
@@ -84,41 +88,18 @@ class AppendResult(NamedTuple):
     duplicate: bool = False
 
 
-class _Pending:
-    """Batches of one append on their way to the disk."""
-
-    __slots__ = ("data", "segment_base", "position", "headers", "control_types", "new_segment", "future")
-
-    def __init__(self, data: bytearray, segment_base: int, position: int, headers: list[BatchHeader],
-                 control_types: list[int | None], new_segment: bool, future: asyncio.Future) -> None:
-        self.data = data
-        self.segment_base = segment_base
-        self.position = position
-        self.headers = headers
-        self.control_types = control_types
-        self.new_segment = new_segment
-        self.future = future
-
-    @property
-    def last_offset(self) -> int:
-        return self.headers[-1].last_offset
-
-
-def _retrieve(future: asyncio.Future) -> None:
-    """Done callback for futures nobody awaits (acks=0): mark a failure as seen."""
-    if not future.cancelled():
-        future.exception()
-
-
 class TopicLog:
     """The durable log of one topic-partition. Open with `TopicLog.open` (blocking: call it from a
     worker thread); use `append`, `write_transaction_marker`, `delete_records`, `enforce_retention` and
     `close` from the event loop, and `read`, `offset_for` and the offset properties from anywhere on it."""
 
     def __init__(self, directory: str, config: LogConfig, fsync: FsyncFn | None,
-                 on_publish: Callable[[int], None] | None = None, executor: Executor | None = None) -> None:
+                 on_publish: Callable[[int], None] | None = None, executor: Executor | None = None,
+                 log_dir: LogDir | None = None) -> None:
         self.directory = directory
         self._executor = executor  # the worker threads for file I/O (None: the loop's default)
+        # Online or offline: shared by every log of a store (a storage fault in one stops them all).
+        self.log_dir = log_dir if log_dir is not None else LogDir(directory)
         self.config = config
         self._fsync = fsync
         self.on_publish = on_publish
@@ -132,31 +113,27 @@ class TopicLog:
         self._next_offset = 0
         self._assign_base: int | None = None  # None: the next append starts a new segment
         self._assign_size = 0
-        self._files = SegmentWriter(directory, fsync)  # touched only by the writer's worker thread
-        self._queue: list[_Pending] = []
-        self._inflight: list[_Pending] = []
-        self._queued_bytes = 0
-        self._writer: asyncio.Task | None = None
-        self._failed: BaseException | None = None
+        self._writer = LogWriter(directory, fsync, executor, self.log_dir, self._publish, self._refused,
+                                 lambda: self._segments[-1] if self._segments else None)
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.truncated_bytes = 0
         self.expired_producers = 0
         self.appended_batches = 0
         self.appended_bytes = 0
-        self.group_commits = 0
-        self.fsyncs = 0
 
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
     def open(cls, directory: str, config: LogConfig, *, fsync: FsyncFn | None,
-             on_publish: Callable[[int], None] | None = None, executor: Executor | None = None) -> TopicLog:
-        """Open (creating if needed) the log in `directory`: read the log start, delete segments wholly
-        below it, scan every other segment (index, producer state, transactions), truncate a torn tail.
-        Raises CorruptLogError for a bad batch that is not a torn tail. Blocking."""
+             on_publish: Callable[[int], None] | None = None, executor: Executor | None = None,
+             log_dir: LogDir | None = None) -> TopicLog:
+        """Open (creating if needed) the log in `directory`: cut what a `failed-write` file says was
+        refused, read the log start, delete segments wholly below it, scan every other segment (index,
+        producer state, transactions), truncate a torn tail. Raises CorruptLogError for a bad batch that
+        is not a torn tail. Blocking."""
         os.makedirs(directory, exist_ok=True)
-        log = cls(directory, config, fsync, on_publish, executor)
+        log = cls(directory, config, fsync, on_publish, executor, log_dir)
         try:
             log._recover()
         except BaseException:
@@ -169,6 +146,11 @@ class TopicLog:
         for name in os.listdir(self.directory):
             if name.endswith(".tmp"):
                 os.unlink(os.path.join(self.directory, name))
+        refused = cut_failed_write(self.directory, self._fsync)
+        if refused is not None:
+            self.truncated_bytes += refused
+            _logger.warning("%s: cut %d bytes of writes refused before the restart (a failed-write file was left "
+                            "when they could not be cut back)", self.directory, refused)
         bases = list_segment_bases(self.directory)
         start = read_offset_file(os.path.join(self.directory, LOG_START_FILE))
         if start is None:
@@ -188,9 +170,10 @@ class TopicLog:
             self._segments.append(segment)
             self._segment_bases.append(base)
             if result.truncated_at is not None:
-                self.truncated_bytes = file_size - result.truncated_at
+                cut = file_size - result.truncated_at
+                self.truncated_bytes += cut
                 _logger.warning("%s: cut a torn tail of %d bytes at byte %d (a write that was never acknowledged)",
-                                segment.path, self.truncated_bytes, result.truncated_at)
+                                segment.path, cut, result.truncated_at)
                 if self._fsync is not None:
                     self._fsync(segment.fd)
             expected = segment.next_offset
@@ -205,7 +188,7 @@ class TopicLog:
         if self._segments:
             last = self._segments[-1]
             self._assign_base, self._assign_size = last.base_offset, last.size_bytes
-            self._files.segment = last
+            self._writer.files.segment = last
 
     def _replay(self, header: BatchHeader, control_type: int | None) -> None:
         self._producers.replay(header)
@@ -239,19 +222,28 @@ class TopicLog:
     @property
     def closed(self) -> bool:
         """Closed: queued appends were written and the files closed (no append is taken any more)."""
-        return self._closed and self._writer is None and all(s.fd < 0 for s in self._segments)
+        return self._closed and self._writer.task is None and all(s.fd < 0 for s in self._segments)
 
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.entry(producer_id)
 
     def stats(self) -> dict[str, int]:
         """Counters and sizes of this log (for metrics): what it appended, group commits and fsyncs
-        made, bytes cut as a torn tail on open, segments, bytes held, producers tracked."""
+        made, bytes cut on open (torn tails, refused writes), segments, bytes held, producers tracked."""
+        writer = self._writer
         return {"appended_batches": self.appended_batches, "appended_bytes": self.appended_bytes,
-                "group_commits": self.group_commits, "fsyncs": self.fsyncs, "truncated_bytes": self.truncated_bytes,
+                "group_commits": writer.group_commits, "fsyncs": writer.fsyncs, "truncated_bytes": self.truncated_bytes,
                 "segments": len(self._segments), "size_bytes": self.size_bytes, "producers": len(self._producers),
                 "expired_producers": self.expired_producers,
-                "queued_bytes": self._queued_bytes}
+                "queued_bytes": writer.queued_bytes}
+
+    @property
+    def group_commits(self) -> int:
+        return self._writer.group_commits
+
+    @property
+    def fsyncs(self) -> int:
+        return self._writer.fsyncs
 
     # -- appending -----------------------------------------------------------------------------
 
@@ -266,7 +258,7 @@ class TopicLog:
         larger than `segment.bytes` (RECORD_LIST_TOO_LARGE), producer epoch/sequence faults
         (producer_state) or a failed disk (KAFKA_STORAGE_ERROR). A duplicate of one of a producer's last
         five batches appends nothing and answers with the original offsets (`duplicate=True`)."""
-        await self._wait_for_room()
+        await self._writer.wait_for_room()
         self._check_writable()
         headers = validate_produce_batches(records, max_message_bytes=self.config.max_message_bytes,
                                            max_batches=max_batches)
@@ -293,10 +285,11 @@ class TopicLog:
             pos += h.size_bytes
         assigned = [h._replace(base_offset=b, partition_leader_epoch=PARTITION_LEADER_EPOCH)
                     for h, b in zip(headers, bases)]
-        pending = self._enqueue(data, assigned, [None] * len(assigned))
+        before = {pid: self._producers.entry(pid) for pid in updates}
+        pending = self._enqueue(data, assigned, [None] * len(assigned), before)
         self._producers.apply(updates)
         if acks == 0:
-            pending.future.add_done_callback(_retrieve)
+            pending.future.add_done_callback(retrieve)
             return AppendResult(bases[0], assigned[-1].last_offset, -1, self._start)
         return await asyncio.shield(pending.future)
 
@@ -305,7 +298,7 @@ class TopicLog:
         """Write a commit or abort marker (a control batch) ending `producer_id`'s transaction, as the
         transaction coordinator's WriteTxnMarkers does. An epoch older than the producer's current one
         is refused with INVALID_PRODUCER_EPOCH."""
-        await self._wait_for_room()
+        await self._writer.wait_for_room()
         self._check_writable()
         current = self._producers.entry(producer_id)
         if current is not None and producer_epoch < current.epoch:
@@ -317,32 +310,23 @@ class TopicLog:
         base = self._next_offset
         set_base_offset(data, 0, base, PARTITION_LEADER_EPOCH)
         header = parse_header(data)
-        pending = self._enqueue(data, [header], [marker_type])
+        before = {producer_id: current.copy() if current is not None else None}
+        pending = self._enqueue(data, [header], [marker_type], before)
         self._producers.replay(header)
         return await asyncio.shield(pending.future)
 
     def _check_writable(self) -> None:
         if self._closed:
             raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.directory}: the log is closed")
-        if self._failed is not None:
-            raise ShareError(Errors.KAFKA_STORAGE_ERROR,
-                             f"{self.directory}: an earlier write failed ({self._failed!r}); reopen the store")
-
-    async def _wait_for_room(self) -> None:
-        while self._queued_bytes >= MAX_QUEUED_BYTES and (self._queue or self._inflight):
-            last = (self._queue or self._inflight)[-1]
-            await asyncio.wait([last.future])
+        self.log_dir.check_writable()
 
     async def _wait_published(self, offset: int) -> None:
         """Wait until `offset` is published (a duplicate of a batch still on its way to the disk)."""
-        if offset < self._end:
-            return
-        for pending in (*self._inflight, *self._queue):
-            if pending.last_offset >= offset:
-                await asyncio.shield(pending.future)
-                return
+        if offset >= self._end:
+            await self._writer.wait_written(offset)
 
-    def _enqueue(self, data: bytearray, headers: list[BatchHeader], control_types: list[int | None]) -> _Pending:
+    def _enqueue(self, data: bytearray, headers: list[BatchHeader], control_types: list[int | None],
+                 producers_before: dict[int, ProducerEntry | None]) -> PendingAppend:
         """Place assigned batches in a segment and queue them for the writer. No await: offsets,
         segment positions and queue order are decided together."""
         size = len(data)
@@ -351,37 +335,15 @@ class TopicLog:
         if new_segment:
             self._assign_base = self._next_offset
             self._assign_size = 0
-        loop = asyncio.get_running_loop()
-        pending = _Pending(data, self._assign_base, self._assign_size, headers, control_types, new_segment,
-                           loop.create_future())
+        assert self._assign_base is not None
+        pending = PendingAppend(data, self._assign_base, self._assign_size, headers, control_types, new_segment,
+                                asyncio.get_running_loop().create_future(), producers_before)
         self._assign_size += size
         self._next_offset = headers[-1].last_offset + 1
-        self._queue.append(pending)
-        self._queued_bytes += size
-        if self._writer is None:
-            self._writer = loop.create_task(self._write_loop())
+        self._writer.submit(pending)
         return pending
 
-    async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._queue and self._failed is None:
-                group, self._queue = self._queue, []
-                self._inflight = group
-                writes = [(p.new_segment, p.segment_base, p.position, p.data) for p in group]
-                try:
-                    new_segments, fsyncs = await loop.run_in_executor(self._executor, self._files.write_group, writes)
-                except BaseException as exc:  # noqa: BLE001 - every failure fails the appends, never the loop
-                    await self._fail(exc)
-                    return
-                self.fsyncs += fsyncs
-                self.group_commits += 1
-                self._publish(group, new_segments)
-        finally:
-            self._inflight = []
-            self._writer = None
-
-    def _publish(self, group: list[_Pending], new_segments: list[Segment]) -> None:
+    def _publish(self, group: list[PendingAppend], new_segments: list[Segment]) -> None:
         """Event loop: make a durable group visible, answer its appends, tell the listener."""
         for segment in new_segments:
             self._segments.append(segment)
@@ -396,7 +358,6 @@ class TopicLog:
                 pos += header.size_bytes
             segment.size_bytes = pos
             self._end = pending.last_offset + 1
-            self._queued_bytes -= len(pending.data)
             self.appended_batches += len(pending.headers)
             self.appended_bytes += len(pending.data)
             if not pending.future.done():
@@ -406,24 +367,21 @@ class TopicLog:
         if self.on_publish is not None:
             self.on_publish(self._end)
 
-    async def _fail(self, exc: BaseException) -> None:
-        """A group could not be written: fail it and everything queued, cut the written bytes back."""
-        self._failed = exc
-        error = ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.directory}: write failed: {exc!r}")
-        failed, self._queue = [*self._inflight, *self._queue], []
-        for pending in failed:
-            if not pending.future.done():
-                pending.future.set_exception(error)
-        self._queued_bytes = 0
-        if isinstance(exc, asyncio.CancelledError):
-            # The loop is shutting down: the worker thread may still be writing, so cutting bytes back
-            # now could race it. Reopening treats whatever it left like a crash would.
-            raise exc
-        published = self._segments[-1] if self._segments else None
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._files.undo, published)
-        except OSError:
-            pass  # the log already refuses appends; reopening recovers from what is on disk
+    def _refused(self, refused: list[PendingAppend]) -> None:
+        """Appends the writer refused (in queue order): roll back what they were assigned, so that
+        nothing of them stays: the next offset and segment position, the producer state."""
+        for pending in reversed(refused):
+            for producer_id, entry in pending.producers_before.items():
+                self._producers.restore(producer_id, entry)
+        self._next_offset = self._end
+        if self._segments:
+            last = self._segments[-1]
+            self._assign_base, self._assign_size = last.base_offset, last.size_bytes
+        else:
+            self._assign_base, self._assign_size = None, 0
+
+    def _storage_fault(self, path: str, operation: str, exc: OSError) -> NoReturn:
+        raise self.log_dir.fault(path, operation, exc) from exc
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -462,7 +420,10 @@ class TopicLog:
                     j += 1
                 if chosen >= 0:
                     i = chosen
-                    data = self._segments[si].read_range(i, j)
+                    try:
+                        data = self._segments[si].read_range(i, j)
+                    except OSError as exc:
+                        self._storage_fault(self._segments[si].path, "read", exc)
                     base_pos = idx.positions[i]
                     for k in range(i, j):
                         p = idx.positions[k] - base_pos
@@ -506,6 +467,7 @@ class TopicLog:
     async def delete_records(self, before_offset: int) -> int:
         """Kafka's DeleteRecords: move the log start up to `before_offset` (-1: the high watermark) and
         delete the segments wholly below it. Returns the new log start offset."""
+        self._check_writable()
         if before_offset == -1:
             before_offset = self._end
         if isinstance(before_offset, bool) or not isinstance(before_offset, int) or not 0 <= before_offset <= self._end:
@@ -525,7 +487,9 @@ class TopicLog:
         `retention.bytes`, as Kafka's retention does, and move the log start to the first kept offset.
         The active segment goes too when it is expired and nothing is on its way to it; the next
         append then starts a new segment. Producers idle for `producer.id.expiration.ms` are forgotten
-        on the way. Returns the new log start, or None when nothing moved."""
+        on the way. Returns the new log start, or None when nothing moved (or the log dir is offline)."""
+        if self.log_dir.offline:
+            return None
         cfg = self.config
         self.expired_producers += self._producers.remove_expired(now_ms, cfg.producer_id_expiration_ms,
                                                                  self._txns.open_transactions())
@@ -563,7 +527,11 @@ class TopicLog:
         deletes the segments wholly below the persisted start)."""
         loop = asyncio.get_running_loop()
         path = os.path.join(self.directory, LOG_START_FILE)
-        await loop.run_in_executor(self._executor, write_file_atomically, path, b"%d\n" % new_start, self._fsync)
+        self._check_writable()
+        try:
+            await loop.run_in_executor(self._executor, write_file_atomically, path, b"%d\n" % new_start, self._fsync)
+        except OSError as exc:
+            self._storage_fault(path, "write", exc)
         self._start = max(self._start, new_start)
         self._producers.truncate_head(self._start)
         self._txns.truncate_head(self._start)
@@ -579,7 +547,10 @@ class TopicLog:
             if self._fsync is not None:
                 fsync_dir(self.directory, self._fsync)
 
-        await loop.run_in_executor(self._executor, remove)
+        try:
+            await loop.run_in_executor(self._executor, remove)
+        except OSError as exc:  # the new start is durable: the next open deletes what is left below it
+            self._storage_fault(self.directory, "delete", exc)
         self._check()
 
     # -- closing -------------------------------------------------------------------------------
@@ -587,14 +558,13 @@ class TopicLog:
     async def close(self) -> None:
         """Wait for queued appends to be written, then close the files."""
         self._closed = True
-        while self._writer is not None:
-            await asyncio.wait([self._writer])
+        await self._writer.drain()
         self._close_files()
 
     def _close_files(self) -> None:
         for segment in self._segments:
             segment.close()
-        self._files.close()
+        self._writer.files.close()
 
     def _check(self, deep: bool = False) -> None:
         """Invariants of the published state: O(segments), or O(batches) with `deep` (tests)."""

@@ -41,6 +41,10 @@ Producer ids: non-transactional InitProducerId always gets a fresh id with epoch
 whatever id and epoch the request carries). Ids come from blocks of 1000 whose end is made durable
 before the first id of the block is handed out, so an id is never handed out twice, even across a
 crash. Transactional ids are not served yet (INVALID_REQUEST, see init_producer_id).
+
+Storage faults (log_dir): the store is one Kafka log dir; its first write, fsync or read error is logged
+at ERROR naming the file and takes the whole store offline: every write is refused with
+KAFKA_STORAGE_ERROR until the broker restarts; reads of published data go on.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogRead
 
 from .log_config import LogConfig
+from .log_dir import LogDir
 from .segment_files import FsyncFn, fsync_dir, os_fsync, read_offset_file, write_file_atomically
 from .topic_log import AppendResult, TopicLog
 
@@ -130,6 +135,7 @@ class TopicStore:
         self._clock = clock
         self._fsync = fsync
         self._lock_fd = lock_fd
+        self.log_dir = LogDir(root)  # online until the first storage fault (then until a restart)
         self._by_name: dict[str, _Topic] = {}
         self._by_id: dict[uuid.UUID, _Topic] = {}
         self._listeners: list[AppendListener] = []
@@ -211,15 +217,17 @@ class TopicStore:
         topic = _Topic(info, configs, self.log_config.for_topic(configs, stored=True))
         try:
             for partition in range(info.num_partitions):
-                directory = os.path.join(self._root, f"{info.name}-{partition}")
-                topic.logs.append(TopicLog.open(directory, topic.config, fsync=self._fsync,
-                                                on_publish=self._publisher(info.topic_id, partition),
-                                                executor=self._executor))
+                topic.logs.append(self._open_log(info, topic.config, partition))
         except BaseException:
             for log in topic.logs:
                 log._close_files()
             raise
         return topic
+
+    def _open_log(self, info: TopicInfo, config: LogConfig, partition: int) -> TopicLog:
+        return TopicLog.open(os.path.join(self._root, f"{info.name}-{partition}"), config, fsync=self._fsync,
+                             on_publish=self._publisher(info.topic_id, partition), executor=self._executor,
+                             log_dir=self.log_dir)
 
     def _register(self, topic: _Topic) -> None:
         self._by_name[topic.info.name] = topic
@@ -325,7 +333,7 @@ class TopicStore:
             try:
                 topic = await loop.run_in_executor(self._executor, self._create_blocking, listed, info, str_configs)
             except OSError as exc:
-                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"creating topic {name!r}: {exc}") from exc
+                raise self.log_dir.fault(None, f"creating topic {name!r}: write", exc) from exc
             self._register(topic)
             return info
 
@@ -353,7 +361,7 @@ class TopicStore:
                 await asyncio.get_running_loop().run_in_executor(self._executor, self._delete_blocking, listed,
                                                                  topic.info)
             except OSError as exc:
-                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"deleting topic {name!r}: {exc}") from exc
+                raise self.log_dir.fault(None, f"deleting topic {name!r}: write", exc) from exc
             return topic.info
 
     def _delete_blocking(self, listed: list[tuple[TopicInfo, dict[str, str]]], info: TopicInfo) -> None:
@@ -411,7 +419,7 @@ class TopicStore:
                 await asyncio.get_running_loop().run_in_executor(self._executor, self._grow_blocking, grown, current,
                                                                  listed)
             except OSError as exc:
-                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"adding partitions to {name!r}: {exc}") from exc
+                raise self.log_dir.fault(None, f"adding partitions to {name!r}: write", exc) from exc
             self._register(grown)
             return info
 
@@ -419,10 +427,7 @@ class TopicStore:
         info = topic.info
         try:
             for partition in range(first_new, info.num_partitions):
-                directory = os.path.join(self._root, f"{info.name}-{partition}")
-                topic.logs.append(TopicLog.open(directory, topic.config, fsync=self._fsync,
-                                                on_publish=self._publisher(info.topic_id, partition),
-                                                executor=self._executor))
+                topic.logs.append(self._open_log(info, topic.config, partition))
             self._write_topics(listed)
         except BaseException:
             for log in topic.logs[first_new:]:
@@ -447,7 +452,7 @@ class TopicStore:
             try:
                 await asyncio.get_running_loop().run_in_executor(self._executor, self._write_topics, listed)
             except OSError as exc:
-                raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"altering topic {name!r}: {exc}") from exc
+                raise self.log_dir.fault(None, f"altering topic {name!r}: write", exc) from exc
             topic.configs, topic.config = str_configs, log_config
             for log in topic.logs:
                 log.config = log_config
@@ -502,7 +507,10 @@ class TopicStore:
             raise ShareError(Errors.INVALID_REQUEST,
                              f"transactional id {transactional_id!r}: transactional producers are not served yet")
         if self._next_producer_id >= self._producer_id_block_end:
-            self._reserve_producer_ids()
+            try:
+                self._reserve_producer_ids()
+            except OSError as exc:
+                raise self.log_dir.fault(None, "reserving producer ids: write", exc) from exc
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid, 0
@@ -548,7 +556,8 @@ class TopicStore:
     def stats(self) -> dict[str, int]:
         """Totals over every partition log (TopicLog.stats) plus topic and partition counts: the hook
         the broker's metrics read."""
-        totals: dict[str, int] = {"topics": len(self._by_name), "partitions": 0}
+        totals: dict[str, int] = {"topics": len(self._by_name), "partitions": 0,
+                                  "offline_log_dirs": int(self.log_dir.offline), "storage_faults": self.log_dir.faults}
         for topic in self._by_name.values():
             for log in topic.logs:
                 totals["partitions"] += 1
@@ -567,8 +576,8 @@ class TopicStore:
         return await self._log(topic_id, partition).delete_records(before_offset)
 
     async def enforce_retention(self) -> list[tuple[uuid.UUID, int, int]]:
-        """Apply `retention.ms` / `retention.bytes` to every partition now (by the store's clock);
-        returns the partitions whose log start moved, with the new log start offset."""
+        """Apply `retention.ms` / `retention.bytes` to every partition now (by the store's clock); returns
+        the partitions whose log start moved, with the new log start offset (none while offline)."""
         now_ms = self._clock.now_ms()
         moved = []
         for topic in list(self._by_name.values()):
@@ -578,9 +587,10 @@ class TopicStore:
                     moved.append((topic.info.topic_id, partition, new_start))
         return moved
 
-    def _check_open(self) -> None:
+    def _check_open(self) -> None:  # for writes to the store's metadata
         if self._closed:
             raise ShareError(Errors.KAFKA_STORAGE_ERROR, "the topic store is closed")
+        self.log_dir.check_writable()
 
     def _log(self, topic_id: uuid.UUID, partition: int) -> TopicLog:
         topic = self._by_id.get(topic_id)

@@ -9,8 +9,11 @@ Families (Kafka's LogEndOffset / LogStartOffset / Size are per partition; the re
 - `sharegroup_topic_store_group_commits_total`, `..._fsyncs_total`: write groups and fsyncs (their ratio
   to appended batches is the group-commit factor);
 - `sharegroup_topic_store_expired_producers_total`: idle producer ids forgotten;
+- `sharegroup_topic_store_storage_faults_total`: write, fsync and read errors (each logged at ERROR);
+  `sharegroup_topic_store_offline_log_dirs`: 1 once a fault took the store's log dir offline (Kafka's
+  OfflineLogDirectoryCount), until a restart;
 - gauges `..._topics`, `..._partitions`, `..._segments`, `..._size_bytes`, `..._producers`,
-  `..._queued_bytes`, `..._truncated_bytes` (torn tails cut when the store opened);
+  `..._queued_bytes`, `..._truncated_bytes` (torn tails and refused writes cut when the store opened);
 - per partition (labels topic, partition): `sharegroup_topic_log_end_offset`,
   `sharegroup_topic_log_start_offset`, `sharegroup_topic_log_size_bytes`.
 """
@@ -33,6 +36,7 @@ _COUNTERS = {
     "group_commits": "Write groups (one write and fsync round for many appends).",
     "fsyncs": "fsync calls made by appends (data and directory).",
     "expired_producers": "Idle producer ids forgotten after producer.id.expiration.ms.",
+    "storage_faults": "Write, fsync and read errors of the store's files (each logged at ERROR).",
 }
 _GAUGES = {
     "topics": "Topics in the store.",
@@ -41,7 +45,8 @@ _GAUGES = {
     "size_bytes": "Bytes held in segment files.",
     "producers": "Idempotent producers tracked (summed over partitions).",
     "queued_bytes": "Bytes appended and waiting for their write and fsync.",
-    "truncated_bytes": "Bytes of torn tails cut when the store opened.",
+    "truncated_bytes": "Bytes cut when the store opened: torn tails, writes refused before a restart.",
+    "offline_log_dirs": "Log dirs offline after a storage fault (1 until the broker restarts).",
 }
 
 
