@@ -33,11 +33,12 @@ Design (why, in short):
   requested logical offset (whole appends are kept, as SegmentLog keeps whole segments), or below
   everything when nothing is needed; an emptied partition numbers its records from 0 again when it
   is next opened (no live key refers to an offset then). A cluster
-  without DeleteRecords keeps everything: `delete_below` then returns the unchanged start (allowed by
-  the contract) and logs one warning.
+  without DeleteRecords keeps everything (the next open reads it all again; one warning is logged),
+  but the log still drops the records below the new start from memory.
 
-The records read or appended are also kept in memory (what `read_all` returns, like MemoryLog), so
-memory grows with the unpruned log, as the coordinator's state does. `confluent_kafka` is imported
+The records read or appended are also kept in memory (what `read_all` returns, like MemoryLog), from
+the log start on: pruning (the coordinator's prune, run periodically by `sharegroup serve`) bounds them
+by what a replay needs, as it bounds the topic. `confluent_kafka` is imported
 lazily: `persister` works without the optional `kafka` extra.
 """
 
@@ -69,20 +70,28 @@ class KafkaLogError(Exception):
     appends after a fatal error (fenced by a newer owner, or an abort that failed)."""
 
 
-def topic_settings(num_brokers: int, *, replication_factor: int = 3, min_insync_replicas: int = 2) -> tuple[int, dict]:
+def topic_settings(
+    num_brokers: int, *, replication_factor: int = 3, min_insync_replicas: int = 2, segment_bytes: int | None = None
+) -> tuple[int, dict]:
     """The replication factor and topic configs for a state topic on a cluster of `num_brokers`:
     like `__share_group_state` (delete policy, infinite retention), with the requested replication
-    where the cluster allows it (never more replicas than brokers, min ISR at most RF)."""
+    where the cluster allows it (never more replicas than brokers, min ISR at most RF) and, when given,
+    `segment_bytes` as its `segment.bytes` (Kafka's `share.coordinator.state.topic.segment.bytes`)."""
     if not isinstance(replication_factor, int) or replication_factor < 1:
         raise ValueError(f"replication_factor must be an int >= 1, not {replication_factor!r}")
     if not isinstance(min_insync_replicas, int) or min_insync_replicas < 1:
         raise ValueError(f"min_insync_replicas must be an int >= 1, not {min_insync_replicas!r}")
+    if segment_bytes is not None and (isinstance(segment_bytes, bool) or not isinstance(segment_bytes, int)
+                                      or segment_bytes < 1):
+        raise ValueError(f"segment_bytes must be an int >= 1, not {segment_bytes!r}")
     rf = max(1, min(replication_factor, num_brokers))
     config = {
         "cleanup.policy": "delete",
         "retention.ms": "-1",
         "min.insync.replicas": str(min(min_insync_replicas, rf)),
     }
+    if segment_bytes is not None:
+        config["segment.bytes"] = str(segment_bytes)
     return rf, config
 
 
@@ -140,12 +149,14 @@ class KafkaRecordLog:
         transactional_id: str | None = None,
         client_config: dict | None = None,
         timeout_s: float = 30.0,
+        segment_bytes: int | None = None,
     ) -> KafkaRecordLog:
         """Connect, make sure the topic exists (creating it with `num_partitions` partitions when
         `create_topic`), fence any earlier owner of this shard and read the partition back.
 
         `transactional_id` defaults to one per shard (`sharegroup-state-<topic>-<partition>`);
-        `client_config` adds librdkafka settings (security, say) to the producer, consumer and admin.
+        `client_config` adds librdkafka settings (security, say) to the producer, consumer and admin;
+        `segment_bytes` is the `segment.bytes` of a topic this call creates (an existing one is left as is).
         """
         if not isinstance(partition, int) or partition < 0:
             raise ValueError(f"partition must be an int >= 0, not {partition!r}")
@@ -167,7 +178,7 @@ class KafkaRecordLog:
             None,
             lambda: ensure_topic(
                 admin, topic, partition, num_partitions, create_topic,
-                replication_factor, min_insync_replicas, timeout_s,
+                replication_factor, min_insync_replicas, timeout_s, segment_bytes,
             ),
         )
         producer = Producer(config)
@@ -401,7 +412,9 @@ class KafkaRecordLog:
 
     async def delete_below(self, offset: int) -> int:
         """DeleteRecords below the append holding `offset`, or below everything when `offset` reaches
-        the log end (clamped to it); return the new start offset."""
+        the log end (clamped to it), and drop those appends from memory; return the new start offset.
+        On a cluster without DeleteRecords only the memory is freed (the start still moves: the log
+        holds nothing below it until it is reopened)."""
         self._check_open()
         async with self._delete_lock:
             return await self._delete_below(offset)
@@ -412,16 +425,20 @@ class KafkaRecordLog:
             keep = len(self.firsts)  # delete every append
         else:
             keep = bisect.bisect_right(self.firsts, target) - 1  # the append holding `target` stays
-        if keep <= 0 or not self.delete_records_supported:
+        if keep <= 0:
             return self._start
         kafka_offset = self.kafka_offsets[keep] if keep < len(self.firsts) else self.kafka_offsets[-1] + 1
         new_start = self.firsts[keep] if keep < len(self.firsts) else self._end
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, self._delete_records, kafka_offset)
-        except _Unsupported as exc:
-            self.delete_records_supported = False
-            log.warning("the cluster does not support DeleteRecords; the state log keeps everything (%s)", exc)
-            return self._start
+        if self.delete_records_supported:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._delete_records, kafka_offset)
+            except _Unsupported as exc:
+                self.delete_records_supported = False
+                log.warning(
+                    "the cluster does not support DeleteRecords; the state topic keeps everything (the next "
+                    "open reads it all again), memory only what a replay needs (%s)", exc,
+                )
+        # Memory holds what a replay needs, whether or not the cluster could delete.
         del self.firsts[:keep], self.kafka_offsets[:keep], self.values[:keep]
         self._start = max(self._start, new_start)
         return self._start
@@ -552,7 +569,10 @@ def _bounded(timeout_s: float, deadline: float) -> float:
     return max(0.1, min(timeout_s, deadline - time.monotonic()))
 
 
-def ensure_topic(admin, topic, partition, num_partitions, create, replication_factor, min_insync_replicas, timeout_s):
+def ensure_topic(
+    admin, topic, partition, num_partitions, create, replication_factor, min_insync_replicas, timeout_s,
+    segment_bytes=None,
+):
     """Make sure `topic` exists with `partition` in it; create it like `__share_group_state` if missing
     and `create` (a listing of all topics, not of this one, so no broker auto-creates it)."""
     from confluent_kafka.admin import NewTopic
@@ -563,7 +583,8 @@ def ensure_topic(admin, topic, partition, num_partitions, create, replication_fa
         if not create:
             raise KafkaLogError(f"the state topic {topic!r} does not exist (and create_topic is off)")
         rf, config = topic_settings(
-            len(metadata.brokers), replication_factor=replication_factor, min_insync_replicas=min_insync_replicas
+            len(metadata.brokers), replication_factor=replication_factor, min_insync_replicas=min_insync_replicas,
+            segment_bytes=segment_bytes,
         )
         futures = admin.create_topics(
             [NewTopic(topic, num_partitions=max(num_partitions, partition + 1), replication_factor=rf, config=config)],

@@ -82,14 +82,14 @@ class BrokerThread:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        if store is None:
-            store = self.call(_open_store(data_dir, self.config, clock))  # clock: the store's (None: system)
+        if store is None:  # clock: the store's and the share state's (None: the system clock)
+            store = self.call(_open_store(data_dir, self.config, clock))
         self.store = store
         self.share = None
         if share:  # the share-group services of `sharegroup serve` (persister, coordinator, manager)
             from sharegroup.server.serve import open_share_services
 
-            self.share = self.call(open_share_services(data_dir, self.config, store))
+            self.share = self.call(open_share_services(data_dir, self.config, store, clock=clock))
         self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir,
                              share=self.share)
         if self.share is not None:

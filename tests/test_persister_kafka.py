@@ -2,7 +2,8 @@
 append/recover round trips, logical offsets over sparse Kafka offsets, a write storm through leader
 moves, brokers down and up and injected produce errors with nothing lost or duplicated, recovery equal
 to LocalPersister's for the same operations, failed and fatal transactions, pruning (the mock has no
-DeleteRecords: the fallback is tested there, the offset mapping with a stand-in) and topic set-up.
+DeleteRecords: the fallback, which still frees memory, is tested there, the offset mapping with a
+stand-in) and topic set-up.
 
 Not testable on the mock (it lacks the API or models it differently): CreateTopics, DeleteRecords
 against a broker, zombie fencing by a second `init_transactions` (the mock gives every producer a
@@ -394,15 +395,22 @@ def test_recovery_refuses_a_corrupt_partition(records, reason):
 # -- pruning -------------------------------------------------------------------------------------------
 
 
-def test_delete_below_without_delete_records_keeps_everything(cluster, topic):
+def test_delete_below_without_delete_records_frees_memory_and_the_topic_keeps_everything(cluster, topic):
+    """The mock answers DeleteRecords with UNSUPPORTED_FEATURE: the topic keeps every record (a reopen
+    reads them all again), but the log's memory holds only what a replay needs from the new start."""
     async def go():
         log = await open_log(cluster, topic)
         for i in range(4):
             await log.append([delta(i)])
-        assert await log.delete_below(3) == 0  # the mock answers DeleteRecords with UNSUPPORTED_FEATURE
-        assert log.delete_records_supported is False and len(list(log.read_all())) == 4
+        assert await log.delete_below(3) == 3
+        assert log.delete_records_supported is False
+        assert [e.offset for e in log.read_all()] == [3] and len(log.values) == 1
         assert await log.append([delta(4)]) == [4]
+        log._check()
         await log.close()
+        again = await open_log(cluster, topic)
+        assert again.start_offset == 0 and [e.offset for e in again.read_all()] == [0, 1, 2, 3, 4]
+        await again.close()
 
     run(go())
 
@@ -446,6 +454,16 @@ def test_topic_settings_refuse_bad_values():
         topic_settings(3, replication_factor=0)
     with pytest.raises(ValueError):
         topic_settings(3, min_insync_replicas="2")
+    with pytest.raises(ValueError):
+        topic_settings(3, segment_bytes=0)
+
+
+def test_topic_settings_carry_the_state_topic_segment_bytes():
+    """share.coordinator.state.topic.segment.bytes becomes the created state topic's segment.bytes."""
+    assert topic_settings(3, segment_bytes=1_048_576)[1]["segment.bytes"] == "1048576"
+    admin = StubAdmin({}, brokers=3)
+    ensure_topic(admin, "state", 0, 1, True, 3, 2, 1.0, 104_857_600)
+    assert admin.created[0].config["segment.bytes"] == "104857600"
 
 
 class StubAdmin:

@@ -128,6 +128,14 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
               doc="shortest time between two assignments of a share group"),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, 0, 500,
               doc="share state updates written between two snapshots"),
+    # Share-state maintenance (ShareCoordinatorConfig; the two intervals are Kafka internal configs).
+    ConfigDef("share.coordinator.state.topic.prune.interval.ms", "int", 300_000, 1,
+              doc="how often the share state log is pruned below every live key's latest snapshot"),
+    ConfigDef("share.coordinator.cold.partition.snapshot.interval.ms", "int", 300_000, 1,
+              doc="how often share-partitions not written for this long get a fresh snapshot"),
+    # Kafka's bound is 1; the share state log's smallest segment is 1024 bytes (SegmentLog).
+    ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104_857_600, 1024,
+              doc="size of one share state log segment file (and segment.bytes of a state topic serve creates)"),
     ConfigDef("authorizer.class.name", "string", "", doc="ACL authorization (see AUTHORIZER_CLASS_NAMES); empty: none"),
     ConfigDef("super.users", "string", "", doc="principals allowed everything, ';'-separated (User:admin;User:ops)"),
     ConfigDef("allow.everyone.if.no.acl.found", "boolean", False, doc="allow actions on resources without any ACL"),
@@ -278,10 +286,9 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     replica.fetch.wait.max.ms replica.high.watermark.checkpoint.interval.ms replica.lag.time.max.ms
     replica.selector.class replica.socket.receive.buffer.bytes replica.socket.timeout.ms replication.quota.window.num
     request.timeout.ms reserved.broker.max.id security.inter.broker.protocol security.providers
-    server.max.startup.time.ms share.coordinator.cold.partition.snapshot.interval.ms share.coordinator.load.buffer.size
+    server.max.startup.time.ms share.coordinator.load.buffer.size
     share.coordinator.state.topic.compression.codec share.coordinator.state.topic.min.isr
-    share.coordinator.state.topic.num.partitions share.coordinator.state.topic.prune.interval.ms
-    share.coordinator.state.topic.replication.factor share.coordinator.state.topic.segment.bytes
+    share.coordinator.state.topic.num.partitions share.coordinator.state.topic.replication.factor
     share.coordinator.threads share.coordinator.write.timeout.ms socket.connection.setup.timeout.max.ms
     socket.connection.setup.timeout.ms socket.listen.backlog.size socket.receive.buffer.bytes socket.send.buffer.bytes
     telemetry.max.bytes transaction.abort.timed.out.transaction.cleanup.interval.ms transaction.partition.verification.enable

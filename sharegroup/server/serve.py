@@ -123,11 +123,12 @@ async def open_store(data_dir: Path | str, config: ServeConfig, *, clock: Any = 
 
 
 async def open_share_services(data_dir: Path | str, config: ServeConfig, store: Any,
-                              share_state: str | None = None) -> Any:
-    """The persister, group coordinator and SharePartitionManager of `data_dir`, over `store`."""
+                              share_state: str | None = None, *, clock: Any = None) -> Any:
+    """The persister (with its maintenance jobs), group coordinator and SharePartitionManager of
+    `data_dir`, over `store`; `clock` (default: the system clock) times the share state."""
     from .share_services import ShareServices
 
-    return await ShareServices.open(data_dir, config, store, share_state)
+    return await ShareServices.open(data_dir, config, store, share_state, clock=clock)
 
 
 def load_security(args: argparse.Namespace, config: ServeConfig) -> Any:

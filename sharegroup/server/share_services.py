@@ -1,6 +1,10 @@
 """The share-group services `sharegroup serve` embeds, wired together over the topic store.
 
-- the `LocalPersister` (share-partition state, durable under `DIR/share-state`);
+- the `LocalPersister` (share-partition state, durable under `DIR/share-state`, in segment files of
+  `share.coordinator.state.topic.segment.bytes`), or a `KafkaPersister` with `--share-state kafka://...`;
+- share-state maintenance (`share_state_maintenance`): Kafka's prune job every
+  `share.coordinator.state.topic.prune.interval.ms` and cold-partition snapshots every
+  `share.coordinator.cold.partition.snapshot.interval.ms`, so the state log stays bounded by live state;
 - the `GroupCoordinator`, its records durable under `DIR/groups` (`group_records.FileRecordSink`,
   replayed at start), its topics read from the topic store;
 - the `SharePartitionManager` over the topic store (its `PartitionLogs`), the persister and the
@@ -29,6 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
+from ..clock import Clock, SystemClock
 from ..config import BrokerConfig, ShareGroupConfig
 from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
 from ..coordinator.classic.config import ClassicGroupConfig
@@ -37,6 +42,7 @@ from ..manager import SharePartitionManager
 from .broker_config import ServeConfig, consumer_group_config
 from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
+from .share_state_maintenance import ShareStateMaintenance
 
 __all__ = ["ShareServices", "StoreTopics", "broker_share_config", "group_share_config", "coordinator_config",
            "classic_config"]
@@ -118,8 +124,9 @@ class ShareServices:
 
     def __init__(self, persister: Any, sink: FileRecordSink, coordinator: GroupCoordinator,
                  manager: SharePartitionManager, group_config: GroupConfig,
-                 group_configs: GroupConfigStore) -> None:
+                 group_configs: GroupConfigStore, maintenance: ShareStateMaintenance) -> None:
         self.persister = persister
+        self.maintenance = maintenance
         self.group_configs = group_configs
         self.sink = sink
         self.coordinator = coordinator
@@ -132,21 +139,30 @@ class ShareServices:
 
     @classmethod
     async def open(cls, data_dir: Path | str, config: ServeConfig, store: Any,
-                   share_state: str | None = None) -> "ShareServices":
+                   share_state: str | None = None, *, clock: Clock | None = None) -> "ShareServices":
         """`share_state` None keeps share state under `data_dir`; a `kafka://host:port[/topic]` URL
-        keeps it in a topic of that Kafka cluster (KafkaPersister, the `kafka` extra)."""
+        keeps it in a topic of that Kafka cluster (KafkaPersister, the `kafka` extra). `clock` (default:
+        the system clock) times the share state: its checkpoints and the maintenance jobs."""
         from persister.local_persister import LocalPersister
 
         data_dir = Path(data_dir)
-        records_per_snapshot = config["share.coordinator.snapshot.update.records.per.snapshot"]
+        clock = clock if clock is not None else SystemClock()
+        options: dict[str, Any] = {
+            "snapshot_update_records_per_snapshot": config["share.coordinator.snapshot.update.records.per.snapshot"],
+            "cold_checkpoint_interval_ms": config["share.coordinator.cold.partition.snapshot.interval.ms"],
+            "segment_bytes": config["share.coordinator.state.topic.segment.bytes"],
+            "clock": clock,
+        }
+        persister: Any
         if share_state is not None:
             from persister.kafka_persister import KafkaPersister
 
-            persister = await KafkaPersister.open_url(
-                share_state, snapshot_update_records_per_snapshot=records_per_snapshot)
+            persister = await KafkaPersister.open_url(share_state, **options)
         else:
-            persister = await LocalPersister.open(
-                data_dir / "share-state", snapshot_update_records_per_snapshot=records_per_snapshot)
+            persister = await LocalPersister.open(data_dir / "share-state", **options)
+        maintenance = ShareStateMaintenance(
+            persister.coordinator, prune_interval_ms=config["share.coordinator.state.topic.prune.interval.ms"],
+            clock=clock)
         sink = None
         try:
             sink = FileRecordSink.open(data_dir / "groups")
@@ -166,10 +182,11 @@ class ShareServices:
             await persister.close()
             raise
         store.subscribe(manager.on_append)
-        return cls(persister, sink, coordinator, manager, group_config, group_configs)
+        return cls(persister, sink, coordinator, manager, group_config, group_configs, maintenance)
 
     async def start(self) -> None:
         await self.manager.start()
+        self.maintenance.start()
         self._expiry_task = asyncio.create_task(self._expire_members(), name="share member expiry")
         self._classic_tasks = [
             asyncio.create_task(self._run_classic_timers(), name="classic group timers"),
@@ -204,6 +221,7 @@ class ShareServices:
                 log.info("group members expired: %s", ", ".join(gone))
 
     async def close(self) -> None:
+        await self.maintenance.close()  # before the persister: a run in progress finishes first
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             await asyncio.gather(self._expiry_task, return_exceptions=True)
