@@ -485,3 +485,35 @@ def test_what_cannot_be_encoded_is_refused_before_anything_is_written(tmp_path):
         ClassicMemberMetadata("m", None, "c", "h", 1, 1, b"x", b"y"),)))]))
     sink.close()
     assert len(reopen(tmp_path)) == 2
+
+
+def test_offset_commit_on_the_wire_answers_not_coordinator_while_the_file_fails(tmp_path, monkeypatch):
+    from tests.server_harness import BrokerThread, RawClient
+    from tests.test_server_classic_wire import OFFSET_FETCH, codes, commit, request
+
+    def fetched(client) -> list[tuple[int, int]]:
+        answer = request(client, OFFSET_FETCH, 7, {"group_id": "g", "topics": None, "require_stable": False})
+        return [(p.partition_index, p.committed_offset) for t in answer.topics for p in t.partitions]
+
+    broker = BrokerThread(tmp_path, share=True)
+    client = RawClient(broker.broker.port)
+    try:
+        broker.call(broker.store.create_topic("t", 2))
+        assert codes(commit(client, 9, partitions=((0, 5, ""),))) == [("t", 0, 0)]
+        _fail_on_sink(monkeypatch, broker.share.sink, "fdatasync", errno.EIO)
+        assert codes(commit(client, 9, partitions=((0, 6, ""), (1, 1, "")))) == [
+            ("t", 0, Errors.NOT_COORDINATOR), ("t", 1, Errors.NOT_COORDINATOR)]
+        monkeypatch.undo()
+        assert codes(commit(client, 9, partitions=((1, 2, ""),))) == [("t", 1, Errors.NOT_COORDINATOR)]
+        assert fetched(client) == [(0, 5)]
+    finally:
+        client.close()
+        broker.stop()
+    restarted = BrokerThread(tmp_path, share=True)
+    client = RawClient(restarted.broker.port)
+    try:
+        assert fetched(client) == [(0, 5)]
+        assert codes(commit(client, 9, partitions=((1, 2, ""),))) == [("t", 1, 0)]
+    finally:
+        client.close()
+        restarted.stop()
