@@ -150,6 +150,19 @@ def test_the_dirty_ratio_sets_how_far_the_file_may_outgrow_the_live_records(tmp_
     lazy.close()
 
 
+def test_the_live_size_counted_at_open_is_the_one_counted_while_writing(tmp_path):
+    classic = Record(GroupMetadataKey("gr\u00fcppe-\u20ac"), GroupMetadataValue("consumer", 1, "range", "m", 1, (
+        ClassicMemberMetadata("m", None, "c", "h", 1, 1, b"\x00\xff", b"y"),)))
+    sink = write(tmp_path, RECORDS[:3], [classic, RECORDS[3]], [offset("g", 0, 1)])
+    live, size = sink.live_bytes, sink.file_bytes
+    sink.close()
+    again = FileRecordSink.open(tmp_path, fsync=False, min_compaction_bytes=0, min_cleanable_dirty_ratio=0.0)
+    assert (again.live_bytes, again.file_bytes) == (live, size) and size > live
+    run(again.append([offset("g", 0, 2)]))  # compacted, to exactly the live records
+    assert again.compactions == 1 and again.file_bytes == again.live_bytes == os.path.getsize(tmp_path / FILE_NAME)
+    again.close()
+
+
 def test_memory_follows_the_live_records_not_the_history(tmp_path):
     sink = FileRecordSink.open(tmp_path, fsync=False, min_compaction_bytes=8192)
 

@@ -132,10 +132,22 @@ def encode_records(records: Sequence[rec.Record]) -> bytes:
 
 def decode_records(payload: bytes) -> list[rec.Record]:
     """The records of one frame's payload; ValueError (or TypeError) when it is not a record list."""
+    return [record for record, _size in _decode_frame(payload)]
+
+
+def _decode_frame(payload: bytes) -> list[tuple[rec.Record, int]]:
+    """The records of one frame's payload, each with the size of its encoding (what `_encode_record`
+    gives: the JSON is written compact and ASCII-only, so dumping a parsed pair again gives its bytes)."""
     data = json.loads(payload)
     if not isinstance(data, list):
         raise ValueError("a frame's payload is not a list of records")
-    return [rec.Record(_decode(key), _decode(value)) for key, value in data]
+    single = len(data) == 1
+    out = []
+    for pair in data:
+        key, value = pair
+        size = len(payload) - 2 if single else len(json.dumps(pair, separators=(",", ":")))
+        out.append((rec.Record(_decode(key), _decode(value)), size))
+    return out
 
 
 # -- the file ----------------------------------------------------------------------------------------
@@ -214,7 +226,7 @@ def _valid_frames_follow(tail: bytes) -> bool:
 class _Scanned(NamedTuple):
     position: int  # where the frame starts
     end: int  # where it ends (`position` for a bad frame)
-    records: list[rec.Record] | None  # None: a bad frame, the scan stops
+    records: list[tuple[rec.Record, int]] | None  # with their encoded sizes; None: a bad frame, the scan stops
     fault: _Fault | None
 
 
@@ -239,7 +251,7 @@ def _scan(path: Path, fd: int) -> Iterator[_Scanned]:
                 return
             end = p + _HEADER.size + _HEADER.unpack_from(buf, p)[0]
             try:
-                records = decode_records(buf[p + _HEADER.size:end])
+                records = _decode_frame(buf[p + _HEADER.size:end])
             except (ValueError, TypeError, KeyError) as exc:
                 raise CorruptLogError(str(path), pos + p,
                                       f"a frame with a valid CRC is not a record list: {exc}") from None
@@ -320,8 +332,8 @@ class FileRecordSink:
                 if fsync:
                     _fsync(fd)
                 break
-            for record in frame.records:
-                _apply(live, record, len(_encode_record(record)))
+            for record, size in frame.records:
+                _apply(live, record, size)
             good = frame.end
         return live, good
 
