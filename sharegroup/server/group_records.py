@@ -15,8 +15,9 @@ refused, never guessed.
   record of every key (tombstones drop their key), so its memory follows the live groups, members and
   offsets, not the history. Once the file is at least `min_compaction_bytes` and its dirty part (bytes
   of records overwritten or deleted since) is at least `min_cleanable_dirty_ratio` of it (Kafka's
-  name and default 0.5: the file is at most about twice the live records), the live records are written
-  to `records.log.compacting`, fsync'd, renamed over `records.log` and the directory fsync'd. A crash
+  name and default, 0.5), the live records are written one frame each to `records.log.compacting`,
+  fsync'd, renamed over `records.log` and the directory fsync'd; so after every append the file is at
+  most max(`min_compaction_bytes`, live bytes / (1 - ratio)), twice the live records by default. A crash
   leaves the old file or the new one, both holding every acknowledged record; a leftover
   `.compacting` file is deleted at open.
 - **Storage faults** (as Kafka takes a failed log dir offline): a failed write or fsync is logged at
@@ -25,8 +26,9 @@ refused, never guessed.
   later one until a restart. Nothing that was not durable is acknowledged.
 - **Recovery**: at open every frame is replayed. A bad frame with nothing valid after it is a torn
   tail (an append interrupted by a crash, never acknowledged): it is cut off with a WARNING naming the
-  file. A bad frame followed by valid ones is corruption: `CorruptLogError` names the file and byte,
-  and nothing is changed (`sharegroup serve` exits 1).
+  file. A bad frame followed by valid ones, or a frame with a good CRC that is not a record list, is
+  corruption: `CorruptLogError` names the file and byte, and nothing is changed (`sharegroup serve`
+  exits 1).
 """
 
 from __future__ import annotations
