@@ -80,11 +80,15 @@ def test_classic_records_round_trip_through_the_record_file(tmp_path):
 
     async def main():
         sink = FileRecordSink.open(tmp_path)
-        await sink.append(records)
+        await sink.append(records[:2])
         sink.close()
         reopened = FileRecordSink.open(tmp_path)
-        assert reopened.read_all() == records
+        assert reopened.read_all() == records[:2]
+        await reopened.append(records[2:])  # the offset's tombstone: the file keeps no record of it
         reopened.close()
+        again = FileRecordSink.open(tmp_path)
+        assert again.read_all() == records[:1]
+        again.close()
     asyncio.run(main())
 
 

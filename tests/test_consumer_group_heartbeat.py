@@ -393,7 +393,7 @@ def test_failed_append_changes_nothing():
     run(e.join("m1"))
     before = e.gc._dump()
     e.sink.fail_next_appends(1)
-    refused(e.join("m2"), Errors.KAFKA_STORAGE_ERROR)
+    refused(e.join("m2"), Errors.NOT_COORDINATOR)
     assert e.gc._dump() == before
 
 

@@ -330,8 +330,8 @@ def test_a_failed_assignment_store_makes_the_members_rejoin():
         env.sink.fail_next_appends(1)
         leader_sync = env.sync(leader, 1, {leader: b"L", follower: b"F"})
         await env.settle()
-        assert leader_sync.result().error is Errors.UNKNOWN_SERVER_ERROR
-        assert follower_sync.result().error is Errors.UNKNOWN_SERVER_ERROR
+        assert leader_sync.result().error is Errors.NOT_COORDINATOR
+        assert follower_sync.result().error is Errors.NOT_COORDINATOR
         assert env.state() == "PreparingRebalance"
         assert not any(isinstance(r.key, GroupMetadataKey) for r in env.sink.read_all())
     run(body)

@@ -491,13 +491,13 @@ def test_record_sink_failure_leaves_state_unchanged():
     async def main():
         e = await env()
         e.sink.fail_next_appends(1)
-        err = await refused(e, Errors.KAFKA_STORAGE_ERROR, e.gc.share_group_heartbeat(G, M1, 0, ["a"]))
+        err = await refused(e, Errors.NOT_COORDINATOR, e.gc.share_group_heartbeat(G, M1, 0, ["a"]))
         assert "injected" in err.message
         with pytest.raises(ShareError):
             e.gc.describe_group(G)
         r = await e.hb(M1, 0, ["a"])
         e.sink.fail_next_appends(1)
-        await refused(e, Errors.KAFKA_STORAGE_ERROR, e.gc.share_group_heartbeat(G, M1, -1))
+        await refused(e, Errors.NOT_COORDINATOR, e.gc.share_group_heartbeat(G, M1, -1))
         await e.hb(M1, r.member_epoch)
 
     run(main())

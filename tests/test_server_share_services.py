@@ -1,39 +1,18 @@
-"""The share services of `sharegroup serve`: configs flowing from broker keys and `--group-config`, the
-durable group record file, and retention reaching loaded share-partitions."""
+"""The share services of `sharegroup serve`: configs flowing from broker keys and `--group-config`, group
+records surviving a restart, and retention reaching loaded share-partitions (the group record file itself:
+tests/test_group_records_store.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 
 from sharegroup.coordinator import GroupConfig
-from sharegroup.coordinator.records import Record, TopicPartitions
-from sharegroup.coordinator.share.records import (
-    ShareGroupCurrentMemberAssignmentKey,
-    ShareGroupCurrentMemberAssignmentValue,
-    ShareGroupMemberMetadataKey,
-    ShareGroupMemberMetadataValue,
-    ShareGroupStatePartitionMetadataKey,
-    ShareGroupStatePartitionMetadataValue,
-    TopicMetadata,
-)
 from sharegroup.server.broker_config import ServeConfig
-from sharegroup.server.group_records import FILE_NAME, FileRecordSink
 from sharegroup.server.share_services import broker_share_config, coordinator_config, group_share_config
 from tests.server_harness import BrokerThread, RawClient, batch_bytes
 from tests.test_server_share_wire import MEMBER_A, fetch, heartbeat
-
-TOPIC = uuid.UUID(int=7)
-RECORDS = [
-    Record(ShareGroupMemberMetadataKey("g", "m1"), ShareGroupMemberMetadataValue(None, "c", "/127.0.0.1", ("t", "u"))),
-    Record(ShareGroupCurrentMemberAssignmentKey("g", "m1"),
-           ShareGroupCurrentMemberAssignmentValue(3, 2, (TopicPartitions(TOPIC, (0, 2)),))),
-    Record(ShareGroupStatePartitionMetadataKey("g"),
-           ShareGroupStatePartitionMetadataValue((), (TopicMetadata(TOPIC, "t", (0, 1, 2)),), ())),
-    Record(ShareGroupMemberMetadataKey("g", "m1"), None),
-]
 
 
 def test_broker_keys_and_group_config_defaults_reach_every_service():
@@ -62,45 +41,6 @@ def test_group_config_bounds_follow_the_configured_min_and_max():
     with pytest.raises(ValueError,
                        match=r"group.share.session.timeout.ms \(session_timeout_ms\) must be in \[45000, 60000\]"):
         GroupConfig(session_timeout_ms=2000, heartbeat_interval_ms=200, min_heartbeat_interval_ms=100)
-
-
-def test_group_records_survive_a_reopen_exactly(tmp_path):
-    sink = FileRecordSink.open(tmp_path)
-    asyncio.run(sink.append(RECORDS[:3]))
-    asyncio.run(sink.append(RECORDS[3:]))
-    sink.close()
-    again = FileRecordSink.open(tmp_path)
-    assert again.read_all() == RECORDS
-    assert [type(r.key) for r in again.read_all()] == [type(r.key) for r in RECORDS]
-    again.close()
-
-
-def test_a_torn_tail_is_cut_off_and_earlier_appends_kept(tmp_path):
-    sink = FileRecordSink.open(tmp_path)
-    asyncio.run(sink.append(RECORDS[:2]))
-    asyncio.run(sink.append(RECORDS[2:]))
-    sink.close()
-    path = tmp_path / FILE_NAME
-    data = path.read_bytes()
-    path.write_bytes(data[:-3])  # a crash in the middle of the second append
-    again = FileRecordSink.open(tmp_path)
-    assert again.read_all() == RECORDS[:2]
-    assert path.stat().st_size < len(data) - 3  # the torn frame is gone from the file
-    asyncio.run(again.append(RECORDS[3:]))
-    again.close()
-    assert FileRecordSink.open(tmp_path).read_all() == RECORDS[:2] + RECORDS[3:]
-
-
-def test_a_corrupt_frame_is_cut_off(tmp_path):
-    sink = FileRecordSink.open(tmp_path)
-    asyncio.run(sink.append(RECORDS[:1]))
-    asyncio.run(sink.append(RECORDS[1:2]))
-    sink.close()
-    path = tmp_path / FILE_NAME
-    data = bytearray(path.read_bytes())
-    data[-2] ^= 0xFF  # a flipped byte in the last frame's payload: its CRC fails
-    path.write_bytes(bytes(data))
-    assert FileRecordSink.open(tmp_path).read_all() == RECORDS[:1]
 
 
 def test_retention_moving_the_log_start_reaches_loaded_share_partitions(tmp_path):

@@ -10,7 +10,7 @@ writes in its shard.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import Errors, ShareError
 from .classic.group import ClassicGroup, replay_classic_record
@@ -21,7 +21,7 @@ from .records import Record, RecordSink
 from .share.group import ShareGroup
 from .share.records import SHARE_VALUE_TYPES, ShareGroupMetadataKey
 
-__all__ = ["GroupLocks", "GroupStore", "replay_into"]
+__all__ = ["GroupLocks", "GroupStore", "append_error", "replay_into"]
 
 # Group types by record key (classic groups and offsets aside: see `replay_into`): one coordinator
 # serves every type, a group id belongs to one type (the
@@ -95,8 +95,8 @@ class GroupStore:
             return
         try:
             await self.sink.append(records)
-        except ShareError:
-            raise
+        except ShareError as exc:
+            raise ShareError(append_error(exc.error), exc.message) from exc
         except Exception as exc:
             raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"Appending group coordinator records failed: {exc}") from exc
         for record in records:
@@ -115,26 +115,45 @@ class GroupStore:
         """Every group's persisted state in a comparable form (what `load` must reproduce)."""
         return {group_id: group.dump() for group_id, group in sorted(self.groups.items())}
 
-    def replayed_dump(self) -> dict[str, dict]:
-        """`dump` of the groups a fresh replay of the sink's records builds (the sink must be readable
-        without side effects)."""
-        rebuilt: dict[str, Any] = {}
-        for record in self.sink.read_all():
-            replay_into(rebuilt, record, {}, {}, loading=True)
+    def replayed_dump(self, records: Iterable[Record] | None = None) -> dict[str, dict]:
+        """`dump` of the groups a fresh replay of `records` (by default the sink's; the sink must be
+        readable without side effects) builds."""
+        rebuilt, _classic, _offsets = _replay(self.sink.read_all() if records is None else records)
         return {group_id: group.dump() for group_id, group in sorted(rebuilt.items())}
 
     def classic_dump(self) -> dict[str, Any]:
         """What the sink holds for classic groups and offsets, as this store believes it (the last
-        record written for each classic group; every committed offset)."""
+        record written for each classic group; every committed offset), and which ids are classic groups."""
         return _classic_dump(self.classic_groups, self.offsets)
 
-    def replayed_classic_dump(self) -> dict[str, Any]:
-        """`classic_dump` of what a fresh replay of the sink's records builds."""
-        classic: dict[str, ClassicGroup] = {}
-        offsets: dict[str, dict] = {}
-        for record in self.sink.read_all():
-            replay_into({}, record, classic, offsets, loading=True)
+    def replayed_classic_dump(self, records: Iterable[Record] | None = None) -> dict[str, Any]:
+        """`classic_dump` of what a fresh replay of `records` (by default the sink's) builds."""
+        _groups, classic, offsets = _replay(self.sink.read_all() if records is None else records)
         return _classic_dump(classic, offsets)
+
+
+def append_error(error: Errors) -> Errors:
+    """The error a group API answers when appending its records failed, as Kafka's group coordinator
+    maps a failed `__consumer_offsets` append: a failed log dir (KAFKA_STORAGE_ERROR) or lost leadership
+    is NOT_COORDINATOR (the client looks the coordinator up again and retries), a missing partition or
+    a timeout is COORDINATOR_NOT_AVAILABLE, an oversized batch UNKNOWN_SERVER_ERROR; anything else
+    passes through."""
+    if error in (Errors.KAFKA_STORAGE_ERROR, Errors.NOT_LEADER_OR_FOLLOWER):
+        return Errors.NOT_COORDINATOR
+    if error in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.REQUEST_TIMED_OUT):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE):
+        return Errors.UNKNOWN_SERVER_ERROR
+    return error
+
+
+def _replay(records: Iterable[Record]) -> tuple[dict[str, Any], dict[str, ClassicGroup], dict[str, dict]]:
+    groups: dict[str, Any] = {}
+    classic: dict[str, ClassicGroup] = {}
+    offsets: dict[str, dict] = {}
+    for record in records:
+        replay_into(groups, record, classic, offsets, loading=True)
+    return groups, classic, offsets
 
 
 def _classic_dump(classic: dict[str, ClassicGroup], offsets: dict[str, dict]) -> dict[str, Any]:
@@ -175,7 +194,19 @@ def replay_into(groups: dict[str, Any], record: Record, classic_groups: dict[str
         return
     if group is None:
         group = groups[key.group_id] = kind(key.group_id)
+        _drop_simple_group(classic_groups, key.group_id)
     group.replay(record)
+
+
+def _drop_simple_group(classic_groups: dict[str, ClassicGroup] | None, group_id: str) -> None:
+    """A share or consumer group replaces a simple classic group of its id (one that only an offset commit
+    created: no members, no record of its own), as Kafka's replay does: after compaction the group's
+    offsets can come before its first surviving group record, and must not leave a classic twin behind."""
+    if classic_groups is None:
+        return
+    simple = classic_groups.get(group_id)
+    if simple is not None and simple.is_simple and not simple.members and simple.last_record is None:
+        del classic_groups[group_id]
 
 class GroupLocks:
     """One asyncio.Lock per group id, created on demand and dropped when nobody holds or awaits it."""

@@ -3,7 +3,9 @@
 Every change of a group is a list of `Record(key, value)` appended to a `RecordSink`; applying the
 records is the only way the coordinator's in-memory state moves, so rebuilding from `read_all()` after
 a restart is the same code path as normal operation. A `value` of None is a tombstone: it deletes what
-its key names. Keys and values are immutable tuples of plain data (str, int, UUID, tuples), so a
+its key names. As in Kafka's `__consumer_offsets`, the state is a function of the latest record of each
+key, so a sink may compact: keep only the latest record of every key, in the order of those latest
+records, and drop tombstones (`compact`); replaying the compacted records builds the same groups. Keys and values are immutable tuples of plain data (str, int, UUID, tuples), so a
 durable sink can encode them as they are. Each key carries Kafka's record type (`record_type`, the
 apiKey of the record in __consumer_offsets); keys are frozen dataclasses rather than tuples so that
 keys of different record types never compare equal. Each group type defines its own keys and values:
@@ -13,7 +15,7 @@ keys of different record types never compare equal. Each group type defines its 
 from __future__ import annotations
 
 import uuid
-from typing import ClassVar, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import Any, ClassVar, Iterable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from ..errors import Errors, ShareError
 
@@ -23,6 +25,7 @@ __all__ = [
     "Record",
     "RecordSink",
     "MemoryRecordSink",
+    "compact",
 ]
 
 
@@ -52,11 +55,24 @@ class Record(NamedTuple):
 # -- sinks ---------------------------------------------------------------------------------------------
 
 
+def compact(records: Iterable[Record]) -> list[Record]:
+    """The latest record of every key, in the order those latest records were appended, tombstones
+    dropped: what Kafka's log cleaner leaves of `__consumer_offsets` once a deletion is compacted."""
+    latest: dict[Any, Record] = {}
+    for record in records:
+        latest.pop(record.key, None)  # re-inserted below: the dict keeps the order of latest appends
+        if record.value is not None:
+            latest[record.key] = record
+    return list(latest.values())
+
+
 @runtime_checkable
 class RecordSink(Protocol):
     """Where the coordinator's records go. `append` completes once the records are durable (for a
-    durable sink) and raises on failure, in which case none of them count; `read_all` returns every
-    appended record in order."""
+    durable sink) and raises on failure, in which case none of them count (a failed disk raises
+    ShareError(KAFKA_STORAGE_ERROR); the coordinator answers with Kafka's code for it). `read_all`
+    returns what replays to the current state: every appended record in order, or, for a compacting
+    sink, `compact` of them."""
 
     async def append(self, records: Sequence[Record]) -> None: ...
 
