@@ -1,4 +1,5 @@
-"""The `sharegroup` command line (layer 4). Exit codes: 0 ok, 1 audit violations, 2 usage or environment.
+"""The `sharegroup` command line (layer 4). Exit codes: 0 ok, 1 audit violations, 2 usage or environment;
+`share-groups` and `configs` exit as Kafka's tools do (1 on any usage error or failed request).
 
 Subcommands import what they need only when they run, so `sharegroup --help` works without a native
 build, PySpark or Java.
@@ -12,6 +13,8 @@ import sys
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
 EXIT_USAGE = 2
+EXIT_TOOL_USAGE = 1  # share-groups and configs exit as kafka-share-groups.sh / kafka-configs.sh do
+_KAFKA_TOOLS = ("share-groups", "configs")
 
 _EPILOG = "exit status: 0 ok, 1 the audit found violations, 2 usage or environment errors (missing Java, ...)"
 
@@ -125,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
         "share-groups",
         help="list, describe, reset offsets of and delete share groups on any broker (kafka-share-groups.sh)",
         description="kafka-share-groups.sh over the Kafka wire protocol: exactly one of --list, --describe, "
-        "--reset-offsets, --delete-offsets, --delete. Exit 0 when the action ran, 1 on a usage error or a "
-        "failed request.",
+        "--reset-offsets, --delete-offsets, --delete, with its option checks and texts. Exit 0 when the action "
+        "ran, 1 on a usage error or a failed request.",
     )
     from .admin.share_groups import add_arguments as _share_groups_arguments
 
@@ -134,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     configs = sub.add_parser(
         "configs",
         help="describe or alter topic, broker and group configs on any broker (kafka-configs.sh)",
-        description="kafka-configs.sh over the Kafka wire protocol for --entity-type topics, brokers or groups.",
+        description="kafka-configs.sh over the Kafka wire protocol for --entity-type topics, brokers, groups or "
+        "users, with its option checks and texts. Exit 0 on success, 1 on a usage error or a failed request.",
     )
     from .admin.configs import add_arguments as _configs_arguments
 
@@ -153,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2): argparse has printed why
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        if code == EXIT_USAGE and argv and argv[0] in _KAFKA_TOOLS:
+            return EXIT_TOOL_USAGE  # Kafka's tools exit 1 on a usage error (an unknown option, a missing value)
+        return code
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -116,12 +116,85 @@ def test_delete_offsets_and_delete_group(broker):
     assert "GroupIdNotFoundException: Group 'g' is not a share group." in out
 
 
-def test_usage_errors_exit_1(broker):
-    code, _out, err = sg(broker, "--list", "--describe")
-    assert (code, err.strip()) == (1, "Command must include exactly one action: --list, --describe, --delete, "
-                                      "--reset-offsets, --delete-offsets.")
-    code, _out, err = sg(broker, "--reset-offsets", "--group", "g", "--topic", "orders")
-    assert code == 1 and "exactly one of --to-earliest" in err
+NOWHERE = ("--bootstrap-server", "127.0.0.1:1")  # a usage error is found before any connection
+
+
+@pytest.mark.parametrize("args, text", [
+    (("--list",), 'Missing required argument "[bootstrap-server]"'),
+    ((*NOWHERE, "--list", "--describe", "--all-groups"),
+     "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets."),
+    ((*NOWHERE, "--describe"), "Option [describe] takes one of these options: [all-groups], [group]"),
+    ((*NOWHERE, "--describe", "--group", "g", "--members", "--offsets"),
+     "Option [describe] takes at most one of these options: [members], [offsets], [state]"),
+    ((*NOWHERE, "--describe", "--group", "g", "--members", "--state"),
+     "Option [describe] takes at most one of these options: [members], [offsets], [state]"),
+    ((*NOWHERE, "--describe", "--group", "g", "--state", "Stable"), "Option [describe] does not take a value for [state]"),
+    ((*NOWHERE, "--describe", "--group", "g", "--all-groups"), 'Option "[group]" can\'t be used with option "[all-groups]"'),
+    ((*NOWHERE, "--describe", "--group", "g", "--topic", "t"), 'Option "[topic]" can\'t be used with option "[describe]"'),
+    ((*NOWHERE, "--delete"), "Option [delete] takes the options [group] or [all-groups]."),
+    ((*NOWHERE, "--delete", "--group", "g", "--all-groups"), "Option [delete] takes either [group] or [all-groups], not both."),
+    ((*NOWHERE, "--delete", "--group", "g", "--topic", "t"), "Option [delete] does not take the options [topic] or [all-topics]."),
+    ((*NOWHERE, "--delete-offsets", "--group", "g"), "Option [delete-offsets] takes the following options: [group], [topic]"),
+    ((*NOWHERE, "--reset-offsets", "--group", "g", "--topic", "t", "--to-latest"),
+     "Option [reset-offsets] takes the option: [execute] or [dry-run]"),
+    ((*NOWHERE, "--reset-offsets", "--group", "g", "--topic", "t", "--to-latest", "--dry-run", "--execute"),
+     "Option [reset-offsets] only accepts one of [execute] and [dry-run]"),
+    ((*NOWHERE, "--reset-offsets", "--topic", "t", "--to-latest", "--dry-run"), "Option [reset-offsets] takes the option: [group]"),
+    ((*NOWHERE, "--reset-offsets", "--group", "g", "--to-latest", "--dry-run"),
+     "Option [reset-offsets] takes one of these options: [all-topics], [topic]"),
+    ((*NOWHERE, "--reset-offsets", "--group", "g", "--topic", "t", "--all-topics", "--to-latest", "--dry-run"),
+     'Option "[topic]" can\'t be used with option "[all-topics]"'),
+    ((*NOWHERE, "--reset-offsets", "--group", "g", "--all-topics", "--dry-run"),
+     "Option [reset-offsets] takes one of these options: [to-datetime], [to-earliest], [to-latest], [to-offset]"),
+    ((*NOWHERE, "--reset-offsets", "--group", "g", "--all-topics", "--to-earliest", "--to-offset", "3", "--execute"),
+     'Option "[to-offset]" can\'t be used with option "[to-earliest]"'),
+    ((*NOWHERE, "--list", "--group", "g"), 'Option "[group]" can\'t be used with option "[list]"'),
+])
+def test_share_groups_usage_errors_have_kafkas_texts_and_exit_1(args, text):
+    """kafka-share-groups.sh's option checks (ShareGroupCommandOptions.checkArgs), their texts on stderr, exit 1."""
+    code, out, err = cli("share-groups", *args)
+    assert (code, out, err) == (1, "", text + "\n")
+
+
+def test_share_groups_options_of_another_action_and_unknown_options_exit_1():
+    code, out, _err = cli("share-groups", *NOWHERE, "--list", "--members")
+    assert (code, out) == (1, "\nError: Executing share group command failed due to Option(s) [members] are "
+                              "unavailable given other options on the command line\n")
+    code, out, _err = cli("share-groups", *NOWHERE, "--reset-offsets", "--group", "a", "--group", "b",
+                          "--all-topics", "--to-latest", "--dry-run")
+    assert (code, out) == (1, "\nError: Executing share group command failed due to Found multiple arguments for "
+                              "option group, but you asked for only one\n")
+    code, _out, err = cli("share-groups", *NOWHERE, "--list", "--no-such-option")
+    assert code == 1 and "--no-such-option" in err  # argparse's words; Kafka's tools exit 1 too
+
+
+def test_describe_and_delete_all_groups_and_reset_all_topics(broker):
+    for group in ("b", "a"):
+        assert sg(broker, "--reset-offsets", "--group", group, "--topic", "orders", "--to-latest", "--execute")[0] == 0
+    code, out, _ = sg(broker, "--describe", "--all-groups")
+    assert code == 0
+    assert out == ("\nGROUP           TOPIC           PARTITION  START-OFFSET  LAG"
+                   "\na               orders          0          4             0"
+                   "\na               orders          1          2             0\n"
+                   "\nGROUP           TOPIC           PARTITION  START-OFFSET  LAG"
+                   "\nb               orders          0          4             0"
+                   "\nb               orders          1          2             0\n")
+    code, out, _ = sg(broker, "--describe", "--group", "b", "--group", "a", "--state")
+    assert [line.split()[0] for line in out.splitlines() if line and not line.startswith("GROUP")] == ["a", "b"]
+    # --all-topics: every topic the group holds offsets for
+    code, out, _ = sg(broker, "--reset-offsets", "--group", "a", "--all-topics", "--to-earliest", "--execute")
+    assert code == 0 and [line.split()[-1] for line in out.splitlines()[2:]] == ["0", "0"]
+    code, out, _ = sg(broker, "--delete", "--all-groups")
+    assert (code, out) == (0, "Deletion of requested share groups ('a', 'b') was successful.\n")
+    assert sg(broker, "--list") == (0, "", "")
+
+
+def test_delete_of_several_groups_reports_the_deleted_ones_after_the_failures(broker):
+    sg(broker, "--reset-offsets", "--group", "a", "--topic", "orders", "--to-latest", "--execute")
+    code, out, _ = sg(broker, "--delete", "--group", "a", "--group", "missing")
+    assert (code, out) == (0, "\nError: Deletion of some share groups failed:\n* Group 'missing' could not be "
+                              "deleted due to: org.apache.kafka.common.errors.GroupIdNotFoundException: Group "
+                              "'missing' is not a share group.\n\nThese share groups were deleted successfully: 'a'\n")
 
 
 def test_configs_describe_and_alter_groups_topics_brokers(broker):
@@ -137,8 +210,12 @@ def test_configs_describe_and_alter_groups_topics_brokers(broker):
                    "share.record.lock.duration.ms=5000, DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000}\n")
     code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--alter",
                        "--add-config", "share.record.lock.duration.ms=10")
-    assert code == 1 and ("share.record.lock.duration.ms must be greater than or equal to "
-                          "group.share.min.record.lock.duration.ms") in out
+    assert code == 1 and out.splitlines()[1] == ("Invalid value 10 for configuration share.record.lock.duration.ms: "
+                                                 "Value must be at least 1000")
+    code, out, _ = cli(*base, "--entity-type", "groups", "--entity-name", "g", "--alter",
+                       "--add-config", "share.delivery.count.limit=11")
+    assert code == 1 and out.splitlines()[1] == ("share.delivery.count.limit must be less than or equal to "
+                                                 "group.share.max.delivery.count.limit")
     code, out, _ = cli(*base, "--entity-type", "topics", "--entity-name", "orders", "--alter",
                        "--add-config", "retention.ms=60000")
     assert (code, out) == (0, "Completed updating config for topic orders.\n")
@@ -147,6 +224,47 @@ def test_configs_describe_and_alter_groups_topics_brokers(broker):
                    "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}\n")
     code, out, _ = cli(*base, "--entity-type", "brokers", "--entity-name", "1", "--describe", "--all")
     assert code == 0 and "  group.share.min.record.lock.duration.ms=1000 sensitive=false" in out
+
+
+@pytest.mark.parametrize("args, text", [
+    (("--entity-type", "topics", "--entity-name", "t", "--describe"),
+     "Either --bootstrap-server or --bootstrap-controller must be specified."),
+    ((*NOWHERE, "--entity-type", "topics", "--entity-name", "t"), "Command must include exactly one action: --describe, --alter"),
+    ((*NOWHERE, "--entity-type", "topics", "--entity-name", "t", "--describe", "--alter"),
+     "Command must include exactly one action: --describe, --alter"),
+    ((*NOWHERE, "--entity-type", "topics", "--entity-name", "t", "--describe", "--add-config", "a=1"),
+     'Option "[describe]" can\'t be used with option "[add-config]"'),
+    ((*NOWHERE, "--entity-name", "t", "--describe"), "At least one entity type must be specified"),
+    ((*NOWHERE, "--entity-type", "tables", "--entity-name", "t", "--describe"),
+     "Invalid entity type tables, the entity type must be one of topics, users, brokers, groups with a "
+     "--bootstrap-server or --bootstrap-controller argument"),
+    ((*NOWHERE, "--entity-type", "brokers", "--entity-name", "one", "--describe"),
+     "The entity name for brokers must be a valid integer broker id, but it is: one"),
+    ((*NOWHERE, "--entity-type", "topics", "--alter", "--add-config", "a=1"),
+     "An entity name must be specified with --alter of topics"),
+    ((*NOWHERE, "--entity-type", "brokers", "--alter", "--add-config", "a=1"),
+     "An entity-name or default entity must be specified with --alter of users, clients, brokers or ips"),
+    ((*NOWHERE, "--entity-type", "groups", "--entity-name", "g", "--alter"),
+     "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"),
+    ((*NOWHERE, "--entity-type", "groups", "--entity-name", "g", "--alter", "--add-config", "a=1=2"),
+     'Invalid entity config: all configs to be added must be in the format "key=val" or  "key=[val1,val2]" to '
+     "group values which contain commas."),
+    ((*NOWHERE, "--entity-type", "groups", "--entity-name", "g", "--alter", "--add-config", "a b=1"),
+     "Invalid character found for config key: a b"),
+])
+def test_configs_usage_errors_have_kafkas_texts_and_exit_1(args, text):
+    """kafka-configs.sh's option checks (ConfigCommandOptions.checkArgs, --add-config parsing), their texts
+    on stderr, exit 1."""
+    code, out, err = cli("configs", *args)
+    assert (code, out, err) == (1, "", text + "\n")
+
+
+def test_configs_add_config_groups_a_value_with_commas_in_square_brackets(broker):
+    base = ("configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "topics", "--entity-name", "orders")
+    code, out, _ = cli(*base, "--alter", "--add-config", "leader.replication.throttled.replicas=[0:1,1:1],retention.ms = 60000")
+    assert (code, out) == (0, "Completed updating config for topic orders.\n")
+    code, out, _ = cli(*base, "--describe")
+    assert "  leader.replication.throttled.replicas=0:1,1:1 sensitive=false" in out and "  retention.ms=60000 sensitive=false" in out
 
 
 def test_configs_describe_prints_the_synonyms_the_broker_returns_and_kafkas_filter(broker):

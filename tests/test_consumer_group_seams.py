@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import asyncio
 
-from sharegroup.coordinator import GroupCoordinator
+import pytest
+
+from sharegroup import Errors, ShareError
+from sharegroup.coordinator import GroupCoordinator, MemoryRecordSink
 from sharegroup.coordinator.classic.config import ClassicGroupConfig
+from sharegroup.coordinator.classic.records import GroupMetadataKey
 from sharegroup.coordinator.offsets import CommitRequest
 from sharegroup.server.codec import build, request_class
+from tests.classic_env import G as CLASSIC_G
+from tests.classic_env import ClassicEnv
 from tests.consumer_group_env import G, T1, T2, ConsumerEnv
 
 
@@ -164,3 +170,84 @@ def test_consumer_group_describe_leaves_out_a_deleted_topic_before_the_members_h
         client.close()
     finally:
         broker.stop()
+
+
+# -- classic groups meeting ConsumerGroupHeartbeat / ConsumerGroupDescribe (Kafka's GroupMetadataManager) --
+
+
+def _classic_env() -> ClassicEnv:
+    return run(ClassicEnv().start())
+
+
+def _consumer_join(gc, member_id="m-new", epoch=0):
+    return gc.consumer_group_heartbeat(CLASSIC_G, member_id, epoch, rebalance_timeout_ms=5000,
+                                       subscribed_topic_names=["t"] if epoch == 0 else None,
+                                       owned_topic_partitions={} if epoch == 0 else None)
+
+
+def _refused(coro) -> tuple[Errors, str]:
+    with pytest.raises(ShareError) as info:
+        run(coro)
+    return info.value.error, info.value.message
+
+
+NOT_A_CONSUMER_GROUP = (Errors.GROUP_ID_NOT_FOUND, f"Group {CLASSIC_G} is not a consumer group.")
+
+
+def test_a_consumer_group_heartbeat_to_a_classic_group_of_another_protocol_type_is_group_id_not_found():
+    async def connect_group(e):
+        task = e.join("", protocol_type="connect", require_known=False)
+        await e.finish_join(task)
+        assert task.result().error is Errors.NONE
+    e = _classic_env()
+    run(connect_group(e))
+    state = e.state()
+    for epoch in (0, 1, -1):
+        assert _refused(_consumer_join(e.gc, epoch=epoch)) == NOT_A_CONSUMER_GROUP
+    assert (len(e.sink), e.gc.group_type(CLASSIC_G), e.state()) == (0, "classic", state)
+    # A classic group of the consumer protocol with members is not converted either (no online upgrade).
+    e = _classic_env()
+    run(e.stable_group(1))
+    assert _refused(_consumer_join(e.gc)) == NOT_A_CONSUMER_GROUP
+    assert e.gc.group_type(CLASSIC_G) == "classic"
+    e.gc._check(replay=True)
+
+
+def test_consumer_group_describe_of_a_classic_group_is_group_id_not_found_not_a_consumer_group():
+    e = _classic_env()
+    run(e.stable_group(1))
+    with pytest.raises(ShareError) as info:
+        e.gc.consumer_group_describe(CLASSIC_G)
+    assert (info.value.error, info.value.message) == NOT_A_CONSUMER_GROUP
+
+
+def test_a_joining_consumer_takes_the_id_of_an_empty_classic_group_and_its_offsets():
+    """Kafka's maybeDeleteEmptyClassicGroup: a ConsumerGroupHeartbeat join on an Empty classic group
+    writes the classic group's tombstone with the new group's records; committed offsets stay. A
+    restart replays it, also when compaction dropped the tombstone (the offsets come first then)."""
+    async def empty_classic_group_with_offsets(e):
+        generation, members = await e.stable_group(1)
+        committed = await e.gc.offset_commit(CLASSIC_G, generation, members[0], [CommitRequest("t", 0, 42)])
+        assert committed == {("t", 0): Errors.NONE}
+        await e.gc.leave_group(CLASSIC_G, [(members[0], None)])
+        await e.settle()
+        assert e.state() == "Empty"
+    e = _classic_env()
+    run(empty_classic_group_with_offsets(e))
+    joined = run(_consumer_join(e.gc))
+    assert joined.member_epoch == 1 and e.gc.group_type(CLASSIC_G) == "consumer"
+    assert [g.group_type for g in e.gc.list_groups()] == ["consumer"]
+    assert run(e.gc.offset_fetch(CLASSIC_G, [("t", 0)]))[("t", 0)].offset == 42
+    e.gc._check(replay=True)
+
+    def reloaded(records):
+        sink = MemoryRecordSink()
+        run(sink.append(records))
+        gc = GroupCoordinator(persister=e.gc._lifecycle.persister, topics=e.topics, clock=e.clock,
+                              record_sink=sink, classic_config=e.config)
+        run(gc.load())
+        gc._check(replay=True)
+        assert [(g.group_id, g.group_type) for g in gc.list_groups()] == [(CLASSIC_G, "consumer")]
+        assert run(gc.offset_fetch(CLASSIC_G, [("t", 0)]))[("t", 0)].offset == 42
+    reloaded(e.sink.read_all())
+    reloaded([r for r in e.sink.read_all() if not isinstance(r.key, GroupMetadataKey)])  # compacted

@@ -179,3 +179,33 @@ def test_when_no_member_rejoins_the_join_phase_waits_again_and_the_leader_stays(
         assert env.state() == "PreparingRebalance"
         assert env.gc._store.classic_groups[G].leader_id == leader
     run(body)
+
+
+def test_fenced_static_group_a_static_member_replaced_while_rebalancing_completes_the_join_at_the_next_generation():
+    """Kafka's JoinGroupRequestTest.testFencedStaticGroup: the leader rejoins (PreparingRebalance), a
+    new process of the static follower joins with an unknown member id and the same instance id: it
+    replaces the old member, the join phase completes at once at the next generation, and the old
+    member id is fenced."""
+    async def body(env):
+        generation, ids = await static_group(env)
+        leader = env.gc._store.classic_groups[G].leader_id
+        leader_instance = next(i for i, m in ids.items() if m == leader)
+        follower_instance = next(i for i in ids if i != leader_instance)
+        old_follower = ids[follower_instance]
+        rejoin = env.join(leader, instance=leader_instance)
+        await env.settle()
+        assert env.state() == "PreparingRebalance" and not rejoin.done()
+        new_follower = env.join("", instance=follower_instance)
+        await env.settle()
+        assert new_follower.done() and rejoin.done(), "the join phase completes once every member rejoined"
+        assert env.state() == "CompletingRebalance"
+        joined, led = new_follower.result(), rejoin.result()
+        assert joined.error is Errors.NONE and joined.member_id not in (old_follower, leader)
+        assert (joined.generation_id, joined.leader, joined.members) == (generation + 1, leader, ())
+        assert (led.error, led.generation_id, led.leader) == (Errors.NONE, generation + 1, leader)
+        assert sorted((m.member_id, m.group_instance_id) for m in led.members) == sorted(
+            [(leader, leader_instance), (joined.member_id, follower_instance)])
+        fenced = await env.join_now(old_follower, instance=follower_instance)
+        assert (fenced.error, fenced.member_id) == (Errors.FENCED_INSTANCE_ID, old_follower)
+        assert env.state() == "CompletingRebalance"
+    run(body)

@@ -293,8 +293,8 @@ def test_describe_topic_configs_checks_the_name_then_existence_and_empty_keys_me
 
 
 @pytest.mark.parametrize("changes, message", [
-    ([("share.record.lock.duration.ms", "999")],
-     "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms"),
+    ([("share.session.timeout.ms", "44999")],
+     "share.session.timeout.ms must be greater than or equal to group.share.min.session.timeout.ms"),
     ([("share.record.lock.duration.ms", "60001")],
      "share.record.lock.duration.ms must be less than or equal to group.share.max.record.lock.duration.ms"),
     ([("share.session.timeout.ms", "60001")],
@@ -307,6 +307,27 @@ def test_describe_topic_configs_checks_the_name_then_existence_and_empty_keys_me
 def test_group_config_bounds_answer_kafkas_messages(client, changes, message):
     refused = alter(client, GROUP, "g", [(k, SET, v) for k, v in changes])
     assert (refused.error_code, refused.error_message) == (INVALID_CONFIG, message)
+
+
+@pytest.mark.parametrize("changes, message", [
+    # Kafka's GroupConfig ConfigDef first (atLeast, ValidString, INT), then the broker's min/max keys
+    ([("share.record.lock.duration.ms", "999")],
+     "Invalid value 999 for configuration share.record.lock.duration.ms: Value must be at least 1000"),
+    ([("share.delivery.count.limit", "1")],
+     "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
+    ([("share.delivery.count.limit", "11")],
+     "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"),
+    ([("share.isolation.level", "serializable")],
+     "Invalid value serializable for configuration share.isolation.level: String must be one of: "
+     "read_committed, read_uncommitted"),
+    ([("share.session.timeout.ms", "soon")],
+     "Invalid value soon for configuration share.session.timeout.ms: Not a number of type INT"),
+])
+def test_group_config_out_of_bounds_answers_kafkas_groupconfig_messages(client, changes, message):
+    refused = alter(client, GROUP, "g", [(k, SET, v) for k, v in changes])
+    assert (refused.error_code, refused.error_message) == (INVALID_CONFIG, message)
+    assert describe(client, GROUP, "g").error_code == 0  # nothing was set
+    assert alter(client, GROUP, "g", [("share.delivery.count.limit", SET, "10")]).error_code == 0
 
 
 def test_describe_group_configs_needs_a_name_and_types_ints_as_int(client):

@@ -86,6 +86,32 @@ def test_describe_offsets_of_all_topics_and_of_named_partitions(broker, client):
             for p in named.topics[1].partitions] == [(0, -1, 0, -1, NONE), (1, -1, 0, -1, NONE)]
 
 
+def test_describe_offsets_of_an_unknown_topic_answers_the_zero_topic_id_and_start_offset_minus_one(broker, client):
+    """Kafka's GroupMetadataManager: a topic name the broker does not know is answered with topic id
+    ZERO_UUID and start offset -1 per partition, no error. kio reads the zero id back as None, so the
+    frame itself is checked: the topic name is followed by sixteen zero bytes."""
+    group_with_state(broker, client)
+    body = build(request_class(DESCRIBE_OFFSETS, 1), {"groups": [
+        {"group_id": "g", "topics": [{"topic_name": "no-such-topic", "partitions": [0]}]}]})
+    client.send_raw(client.frame(DESCRIBE_OFFSETS, 1, body))
+    frame = client.read_frame()
+    name = b"no-such-topic"
+    at = frame.index(bytes([len(name) + 1]) + name) + 1 + len(name)  # compact string: length + 1, then bytes
+    assert frame[at:at + 16] == ZERO.bytes
+    topics = describe_offsets(client, topics=[{"topic_name": "no-such-topic", "partitions": [0]}]).topics
+    assert [(p.partition_index, p.start_offset, p.lag, p.error_code) for p in topics[0].partitions] == [
+        (0, -1, -1, NONE)]
+
+
+def test_delete_offsets_of_an_unknown_topic_is_unknown_topic_or_partition_with_kafkas_message(broker, client):
+    group_with_state(broker, client)
+    deleted = request(client, DELETE_OFFSETS, 0, {"group_id": "g", "topics": [{"topic_name": "no-such-topic"}]})
+    assert deleted.error_code == NONE
+    assert [(r.topic_name, r.topic_id, r.error_code, r.error_message) for r in deleted.responses] == [
+        ("no-such-topic", None, UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")]
+    assert len(describe_offsets(client).topics[0].partitions) == 2  # the group's own state is untouched
+
+
 def test_describe_offsets_of_a_missing_group_is_group_id_not_found(client):
     group = describe_offsets(client, "missing", version=0)
     assert (group.group_id, group.error_code, group.topics) == ("missing", GROUP_ID_NOT_FOUND, ())

@@ -73,6 +73,30 @@ def test_real_kafka_configs_serve_does_not_use_are_accepted_with_one_warning_eac
         assert sum(f"'{key}'" in w for w in config.warnings) == 1, key
 
 
+KAFKA_4_4_BROKER_KEYS = {
+    "group.share.assignor.offload.enable": "true",  # KIP-1263
+    "group.consumer.assignor.offload.enable": "true",  # KIP-1263
+    "group.share.initialize.retry.interval.ms": "30000",
+    "group.share.min.delivery.count.limit": "2",  # KIP-1240
+    "group.share.max.delivery.count.limit": "10",
+    "group.share.min.partition.max.record.locks": "100",
+    "errors.deadletterqueue.topic.name.prefix": "dlq.",  # KIP-1191
+    "errors.deadletterqueue.auto.create.topics.enable": "false",
+    "add.partitions.to.txn.retry.backoff.ms": "20",
+    "add.partitions.to.txn.retry.backoff.max.ms": "100",
+    "transaction.two.phase.commit.enable": "false",
+}
+
+
+def test_real_kafka_4_4_broker_configs_are_accepted_with_the_warning():
+    """A server.properties of Kafka 4.3/4.4 (KIP-1263 offload keys, DLQ, transactions) starts serve."""
+    config = ServeConfig.build(KAFKA_4_4_BROKER_KEYS)
+    assert len(config.warnings) == len(KAFKA_4_4_BROKER_KEYS)
+    for key in KAFKA_4_4_BROKER_KEYS:
+        assert [w for w in config.warnings if f"'{key}'" in w] == [
+            f"sharegroup serve: warning: Kafka broker config '{key}' is not used by serve; ignored"], key
+
+
 def test_min_max_pairs_are_checked_together():
     config = ServeConfig.build({}, [("group.share.min.record.lock.duration.ms", "1000"),
                                     ("group.share.record.lock.duration.ms", "1000")])

@@ -11,6 +11,7 @@ import pytest
 from sharegroup.server.authorization import AclOperation, ResourceType
 from sharegroup.server.codec import build, request_class
 from tests.server_harness import BrokerThread, RawClient
+from tests.test_server_classic_wire import stable_member
 
 HEARTBEAT, DESCRIBE, API_VERSIONS, SHARE_HEARTBEAT = 68, 69, 18, 76
 NONE, UNKNOWN_MEMBER_ID, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED = 0, 25, 30, 29
@@ -158,3 +159,46 @@ def test_regex_matches_only_topics_the_member_may_describe(broker, client):
     assert r.error_code == NONE
     assert [(tp.topic_id, list(tp.partitions)) for tp in r.assignment.topic_partitions] == [
         (broker.store.topic_by_name("t").topic_id, [0, 1, 2, 3])]
+
+
+FENCED_MEMBER_EPOCH = 110
+
+
+def test_an_older_epoch_whose_owned_partitions_are_not_a_subset_is_fenced_member_epoch(broker, client):
+    """Kafka's GroupMetadataManager: an older epoch is accepted only when it is the previous epoch and
+    the owned partitions are a subset of the assignment; anything else is FENCED_MEMBER_EPOCH, never
+    INVALID_REQUEST, also for the zero topic id (which kio reads back as None)."""
+    topic_id = broker.store.topic_by_name("t").topic_id
+    assert heartbeat(client, "m1", 0, ["t"]).member_epoch == 1
+    assert heartbeat(client, "m2", 0, ["t"]).error_code == NONE  # epoch 2: m1 gives up two partitions
+    r = heartbeat(client, "m1", 1, topic_partitions=[{"topic_id": topic_id, "partitions": [0, 1]}])
+    assert (r.error_code, r.member_epoch) == (NONE, 2)
+    for owned in ([{"topic_id": topic_id, "partitions": [0, 1, 2]}],
+                  [{"topic_id": uuid.UUID(int=0), "partitions": [0]}], None):
+        r = heartbeat(client, "m1", 1, topic_partitions=owned)
+        assert (r.error_code, r.member_id, r.member_epoch) == (FENCED_MEMBER_EPOCH, None, 0), owned
+    # the previous epoch with a subset of the assignment is accepted (the response with epoch 2 was lost)
+    r = heartbeat(client, "m1", 1, topic_partitions=[{"topic_id": topic_id, "partitions": [1]}])
+    assert (r.error_code, r.member_epoch) == (NONE, 2)
+
+
+def test_empty_consumer_group_id_gets_kafkas_text(client):
+    """Kafka's ConsumerGroupHeartbeatRequestTest.testEmptyConsumerGroupId."""
+    for group in ("", " "):
+        r = heartbeat(client, "m1", 0, ["t"], group=group)
+        assert (r.error_code, r.error_message) == (INVALID_REQUEST, "GroupId can't be empty.")
+
+
+def test_consumer_group_describe_shows_a_member_without_regex_with_subscribed_topic_regex_empty(client):
+    assert heartbeat(client, "m1", 0, ["t"]).error_code == NONE
+    assert heartbeat(client, "m2", 0, None, subscribed_topic_regex="t.*").error_code == NONE
+    (group,) = describe(client, "g").groups
+    assert sorted((m.member_id, m.subscribed_topic_regex) for m in group.members) == [("m1", ""), ("m2", "t.*")]
+
+
+def test_consumer_group_heartbeat_and_describe_of_a_classic_group_are_group_id_not_found(broker, client):
+    stable_member(client, group="classic-g")
+    r = heartbeat(client, "m1", 0, ["t"], group="classic-g")
+    assert (r.error_code, r.error_message) == (GROUP_ID_NOT_FOUND, "Group classic-g is not a consumer group.")
+    (group,) = describe(client, "classic-g").groups
+    assert (group.error_code, group.error_message) == (GROUP_ID_NOT_FOUND, "Group classic-g is not a consumer group.")

@@ -12,12 +12,16 @@ kafka-configs.sh filters them: source DYNAMIC_TOPIC_CONFIG for a topic, DYNAMIC_
 and prints "Completed updating config for topic t.".
 `--entity-type users` manages SCRAM credentials instead (see `user_scram.py`). `--command-config FILE`
 reaches a secured broker (Kafka client properties, see `client_security.py`).
-Exit 0 on success, 1 on a usage error or a refused request (the reason on stdout, as the Kafka tool).
+`--add-config` is parsed as kafka-configs.sh parses it (square brackets group a value holding commas:
+`k1=v1,k2=[v1,v2]`). Options are checked as kafka-configs.sh checks them, with its texts (a usage error
+prints its text on stderr). Exit 0 on success, 1 on a usage error or a refused request (the reason on
+stdout).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import TextIO
 
@@ -38,9 +42,17 @@ DYNAMIC_SOURCE = {2: 1, 4: 2, 32: 8}
 SET, DELETE = 0, 1
 
 
+# The entity types this tool handles, in kafka-configs.sh's order (it names them so in its messages).
+ENTITY_TYPES = ("topics", "users", "brokers", "groups")
+
+
+class UsageError(Exception):
+    """A bad combination of options: kafka-configs.sh's text on stderr, exit 1."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    parser.add_argument("--entity-type", required=True, choices=sorted([*RESOURCE_TYPES, "users"]))
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument("--entity-type", metavar="TYPE", help=f"REQUIRED: one of {', '.join(ENTITY_TYPES)}")
     parser.add_argument("--entity-name", metavar="NAME",
                         help="topic, broker id, group id or user (users: optional with --describe)")
     parser.add_argument("--describe", action="store_true", help="show the configs set on the entity")
@@ -53,26 +65,77 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them")
 
 
+# A comma or '=' outside square brackets (kafka-configs.sh's `--add-config` syntax).
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+_KEY = re.compile(r"[$a-zA-Z0-9._-]*")
+
+
 def _pairs(text: str | None) -> list[tuple[str, str]]:
+    """`k1=v1,k2=[v1,v2]` -> [(k1, v1), (k2, "v1,v2")], as kafka-configs.sh splits `--add-config`."""
+    if text is None:
+        return []
+    items = re.split("," + _OUTSIDE_BRACKETS, text)
+    while items and items[-1] == "":  # Java's split drops trailing empty strings
+        items.pop()
     out = []
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"bad --add-config entry {item!r} (expected KEY=VALUE)")
-        out.append((key.strip(), value.strip()))
+    for item in items:
+        parts = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(parts) != 2:
+            raise UsageError("Invalid entity config: all configs to be added must be in the format \"key=val\" or  "
+                             "\"key=[val1,val2]\" to group values which contain commas.")
+        key, value = parts[0].strip(), re.sub(r"[\[\]]", "", parts[1]).strip()
+        if not _KEY.fullmatch(key):
+            raise UsageError(f"Invalid character found for config key: {key}")
+        out.append((key, value))
     return out
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    """kafka-configs.sh's option checks (ConfigCommandOptions.checkArgs), in its order and with its
+    texts. Without --entity-name, --describe lists every entity in Kafka; this tool needs the name
+    (except for users) and says so in the same words Kafka uses for broker loggers."""
+    if args.describe == args.alter:
+        raise UsageError("Command must include exactly one action: --describe, --alter")
+    if args.describe:
+        for other, given in (("alter", args.alter), ("add-config", args.add_config is not None),
+                             ("delete-config", args.delete_config is not None)):
+            if given:
+                raise UsageError(f'Option "[describe]" can\'t be used with option "[{other}]"')
+    if not args.bootstrap_server:
+        raise UsageError("Either --bootstrap-server or --bootstrap-controller must be specified.")
+    if args.entity_type is not None and args.entity_type not in ENTITY_TYPES:
+        raise UsageError(f"Invalid entity type {args.entity_type}, the entity type must be one of "
+                         f"{', '.join(ENTITY_TYPES)} with a --bootstrap-server or --bootstrap-controller argument")
+    if args.entity_type is None:
+        raise UsageError("At least one entity type must be specified")
+    if args.entity_name and args.entity_type == "brokers":
+        try:
+            int(args.entity_name)
+        except ValueError:
+            raise UsageError("The entity name for brokers must be a valid integer broker id, but it is: "
+                             f"{args.entity_name}") from None
+    if args.describe and not args.entity_name and args.entity_type != "users":
+        raise UsageError(f"An entity name must be specified with --describe of {args.entity_type}")
+    if args.alter:
+        if not args.entity_name:
+            if args.entity_type in ("users", "brokers"):
+                raise UsageError("An entity-name or default entity must be specified with --alter of users, "
+                                 "clients, brokers or ips")
+            raise UsageError(f"An entity name must be specified with --alter of {args.entity_type}")
+        if args.add_config is None and args.delete_config is None:
+            raise UsageError("At least one of --add-config, --add-config-file, or --delete-config must be "
+                             "specified with --alter")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    if args.describe == args.alter:
-        print("Command must include exactly one action: --describe, --alter", file=err)
-        return 1
-    if args.entity_type != "users" and not args.entity_name:
-        print("--entity-name is required for --entity-type " + args.entity_type, file=err)
+    try:
+        check_usage(args)
+        if args.entity_type != "users":
+            _pairs(args.add_config)  # a malformed --add-config is a usage error, before connecting
+    except UsageError as exc:
+        print(exc, file=err)
         return 1
     resource_type, noun = RESOURCE_TYPES.get(args.entity_type, (0, "user"))
     try:
@@ -106,9 +169,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             changes = [{"name": k, "config_operation": SET, "value": v} for k, v in _pairs(args.add_config)]
             changes += [{"name": k.strip(), "config_operation": DELETE, "value": None}
                         for k in (args.delete_config or "").split(",") if k.strip()]
-            if not changes:
-                print("--alter needs --add-config or --delete-config", file=err)
-                return 1
             _v, response = connection.send(ALTER_CONFIGS, {"validate_only": False, "resources": [
                 {"resource_type": resource_type, "resource_name": args.entity_name, "configs": changes}]})
             (result,) = response.responses

@@ -1,15 +1,17 @@
 """`sharegroup share-groups`: kafka-share-groups.sh over the wire, against any broker (ours or Kafka 4.x).
 
-Actions (exactly one): `--list [--state [STATES]]`, `--describe --group G [--members | --offsets |
---state] [--verbose]`, `--reset-offsets --group G [--topic T[:P,...]] (--to-earliest | --to-latest |
---to-datetime ISO | --to-offset N) [--dry-run | --execute]`, `--delete-offsets --group G --topic T`,
-`--delete --group G`. Tables have kafka-share-groups.sh's columns, widths and blank lines; a missing
-value prints "-". `--command-config FILE` reaches a secured broker (Kafka client properties, see
-`client_security.py`).
+Actions (exactly one): `--list [--state [STATES]]`, `--describe (--group G ... | --all-groups) [--members |
+--offsets | --state] [--verbose]`, `--reset-offsets --group G (--topic T[:P,...] ... | --all-topics)
+(--to-earliest | --to-latest | --to-datetime ISO | --to-offset N) (--dry-run | --execute)`,
+`--delete-offsets --group G --topic T ...`, `--delete (--group G ... | --all-groups)`. Tables have
+kafka-share-groups.sh's columns, widths and blank lines; a missing value prints "-". `--command-config
+FILE` reaches a secured broker (Kafka client properties, see `client_security.py`).
 
-Exit codes as the Kafka tool: 0 when the action ran (including a deletion that was refused per group,
-which is reported in the output), 1 for a usage error, a failed request or an unknown group on
-describe (the reason on stdout as "Error: ..."; usage errors on stderr).
+Options are checked as kafka-share-groups.sh checks them (ShareGroupCommandOptions.checkArgs: its order,
+its texts, such as `Option [describe] takes at most one of these options: [members], [offsets],
+[state]`). Exit codes as the Kafka tool: 0 when the action ran (including a deletion that was refused
+per group, which is reported in the output), 1 for a usage error (its text on stderr), a failed request
+or an unknown group on describe (the reason on stdout as "Error: ...").
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class UsageError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]",
-                        help="the broker(s) to connect to")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                        help="REQUIRED: the broker(s) to connect to")
     actions = parser.add_argument_group("actions (exactly one)")
     actions.add_argument("--list", action="store_true", help="list all share groups")
     actions.add_argument("--describe", action="store_true", help="describe a share group")
@@ -47,8 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_argument("--reset-offsets", action="store_true", help="reset the start offsets of an empty group")
     actions.add_argument("--delete-offsets", action="store_true", help="delete a topic's offsets of an empty group")
     parser.add_argument("--group", action="append", default=[], metavar="G", help="the share group")
+    parser.add_argument("--all-groups", action="store_true", help="with --describe or --delete: every share group")
     parser.add_argument("--topic", action="append", default=[], metavar="T[:P,...]",
                         help="a topic (optionally with partitions) for --reset-offsets / --delete-offsets")
+    parser.add_argument("--all-topics", action="store_true",
+                        help="with --reset-offsets: every topic the group holds offsets for")
     parser.add_argument("--members", action="store_true", help="with --describe: the members")
     parser.add_argument("--offsets", action="store_true", help="with --describe: start offsets and lag (default)")
     parser.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
@@ -58,12 +63,81 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to-latest", action="store_true", help="reset to the log end offsets")
     parser.add_argument("--to-datetime", metavar="ISO", help="reset to the first offset at or after this time")
     parser.add_argument("--to-offset", type=int, metavar="N", help="reset to this offset (kept within the log)")
-    parser.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
-    parser.add_argument("--execute", action="store_true", help="apply the reset")
+    parser.add_argument("--dry-run", action="store_true", help="with --reset-offsets: only show the new offsets")
+    parser.add_argument("--execute", action="store_true", help="with --reset-offsets: apply the reset")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS", help="request timeout (default 5000)")
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties for a secured broker (security.protocol, sasl.mechanism, "
                         "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them")
+
+
+# The reset scenarios, in the order their clashes are reported.
+_SCENARIOS = ("to_offset", "to_datetime", "to_earliest", "to_latest")
+
+
+def _opt(name: str) -> str:
+    """An option as Kafka's tools name it in their messages (jopt-simple's `[name]`)."""
+    return f"[{name.replace('_', '-')}]"
+
+
+def _clash(used: str, other: str) -> UsageError:
+    return UsageError(f'Option "{_opt(used)}" can\'t be used with option "{_opt(other)}"')
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    """kafka-share-groups.sh's option checks, in its order and with its texts (UsageError: exit 1, the
+    text on stderr). Kafka also lists `[from-file]` and `[to-current]`, which this tool does not have."""
+    if not args.bootstrap_server:
+        raise UsageError(f'Missing required argument "{_opt("bootstrap-server")}"')
+    group, all_groups, topic, all_topics = bool(args.group), args.all_groups, bool(args.topic), args.all_topics
+    if args.describe:
+        if not group and not all_groups:
+            raise UsageError("Option [describe] takes one of these options: [all-groups], [group]")
+        if sum((args.members, args.offsets, args.state is not None)) > 1:
+            raise UsageError("Option [describe] takes at most one of these options: [members], [offsets], [state]")
+        if args.state:
+            raise UsageError("Option [describe] does not take a value for [state]")
+    if args.delete:
+        if not group and not all_groups:
+            raise UsageError("Option [delete] takes the options [group] or [all-groups].")
+        if group and all_groups:
+            raise UsageError("Option [delete] takes either [group] or [all-groups], not both.")
+        if topic or all_topics:
+            raise UsageError("Option [delete] does not take the options [topic] or [all-topics].")
+    if args.delete_offsets and (not group or not topic):
+        raise UsageError("Option [delete-offsets] takes the following options: [group], [topic]")
+    if args.reset_offsets:
+        if args.dry_run and args.execute:
+            raise UsageError("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
+        if not args.dry_run and not args.execute:
+            raise UsageError("Option [reset-offsets] takes the option: [execute] or [dry-run]")
+        if not group:
+            raise UsageError("Option [reset-offsets] takes the option: [group]")
+        if not topic and not all_topics:
+            raise UsageError("Option [reset-offsets] takes one of these options: [all-topics], [topic]")
+        if topic and all_topics:
+            raise _clash("topic", "all-topics")
+        scenarios = [s for s in _SCENARIOS if getattr(args, s) not in (None, False)]
+        if not scenarios:
+            raise UsageError("Option [reset-offsets] takes one of these options: [to-datetime], [to-earliest], "
+                             "[to-latest], [to-offset]")
+        if len(scenarios) > 1:
+            raise _clash(scenarios[0], scenarios[1])
+    if group and all_groups:
+        raise _clash("group", "all-groups")
+    if group and args.list:
+        raise _clash("group", "list")
+    for action in ("list", "describe", "delete"):
+        if topic and getattr(args, action):
+            raise _clash("topic", action)
+
+
+def _unavailable(args: argparse.Namespace) -> list[str]:
+    """Options given without the action they belong to (jopt-simple refuses them while parsing)."""
+    out = [name for name in ("members", "offsets", "verbose") if getattr(args, name) and not args.describe]
+    if args.state is not None and not (args.describe or args.list):
+        out.append("state")
+    return out
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -71,41 +145,31 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     err = sys.stderr if err is None else err
     chosen = [a for a in ("list", "describe", "delete", "reset_offsets", "delete_offsets") if getattr(args, a)]
     try:
+        unavailable = _unavailable(args)
+        if unavailable:
+            raise AdminError(f"Option(s) {', '.join(_opt(u) for u in unavailable)} are unavailable given other "
+                             "options on the command line")
+        check_usage(args)
         if len(chosen) != 1:
             raise UsageError("Command must include exactly one action: --list, --describe, --delete, "
                              "--reset-offsets, --delete-offsets.")
         action = chosen[0]
-        if action != "list" and len(args.group) != 1:
-            raise UsageError(f"Option --{action.replace('_', '-')} takes exactly one --group.")
-        if action == "delete_offsets" and not args.topic:
-            raise UsageError("Option --delete-offsets needs at least one --topic.")
-        if action == "reset_offsets":
-            scenarios = [s for s in ("to_earliest", "to_latest", "to_datetime", "to_offset")
-                         if getattr(args, s) not in (None, False)]
-            if len(scenarios) != 1:
-                raise UsageError("Option --reset-offsets needs exactly one of --to-earliest, --to-latest, "
-                                 "--to-datetime, --to-offset.")
-            if args.dry_run and args.execute:
-                raise UsageError("Option --dry-run and --execute exclude each other.")
+        if action in ("reset_offsets", "delete_offsets") and len(args.group) > 1:
+            raise AdminError("Found multiple arguments for option group, but you asked for only one")
         security = load_command_config(getattr(args, "command_config", None))
         with WireAdmin(args.bootstrap_server, timeout_s=max(1.0, args.timeout / 1000), security=security) as admin:
             tool = ShareGroupTool(admin, out, err)
             if action == "list":
                 tool.list(args.state)
             elif action == "describe":
-                tool.describe(args.group[0], "members" if args.members else "state" if args.state is not None
+                groups = [g for g, _s in tool._listed([])] if args.all_groups else args.group
+                tool.describe(groups, "members" if args.members else "state" if args.state is not None
                               else "offsets", args.verbose)
             elif action == "delete":
-                tool.delete(args.group[0])
+                tool.delete(None if args.all_groups else args.group)
             elif action == "delete_offsets":
                 tool.delete_offsets(args.group[0], args.topic)
             else:
-                if not args.dry_run and not args.execute:
-                    print("WARN: No action will be performed as the --execute option is missing. "
-                          "In a future major release, the default behavior of this command will be to prompt "
-                          "the user before executing the reset rather than doing a dry run. You should add "
-                          "the --dry-run option explicitly if you are scripting this command and want to keep "
-                          "the current default behavior without prompting.", file=out)
                 tool.reset_offsets(args.group[0], args.topic, args, execute=args.execute)
     except UsageError as exc:
         print(exc, file=err)
@@ -178,11 +242,20 @@ class ShareGroupTool:
                              int(p.lag)))
         return sorted(rows)
 
-    def describe(self, group_id: str, what: str, verbose: bool) -> None:
-        try:
-            group, address, node_id = self._describe(group_id)
-        except _GroupError as exc:
-            raise AdminError(str(exc)) from None
+    def describe(self, group_ids: list[str], what: str, verbose: bool) -> None:
+        """Describe each group, sorted by id as Kafka's tool prints them; every group is described
+        before anything is printed, so an unknown one fails the command without partial output."""
+        described = {}
+        for group_id in sorted(set(group_ids)):
+            try:
+                described[group_id] = self._describe(group_id)
+            except _GroupError as exc:
+                raise AdminError(str(exc)) from None
+        for group_id, (group, address, node_id) in described.items():
+            self._print_description(group_id, group, address, node_id, what, verbose)
+
+    def _print_description(self, group_id: str, group: Any, address: str, node_id: int, what: str,
+                           verbose: bool) -> None:
         if what == "offsets":
             rows = self._offsets(group_id)
             if not rows:
@@ -243,27 +316,39 @@ class ShareGroupTool:
 
     # -- delete ----------------------------------------------------------------------------------
 
-    def delete(self, group_id: str) -> None:
+    def delete(self, group_ids: list[str] | None) -> None:
+        """Delete the groups (None: every share group, --all-groups), each checked first as Kafka's tool
+        does: a share group that exists and is Empty. Prints which were deleted and why others were not."""
         listed = dict(self._listed([]))
+        wanted = sorted(listed) if group_ids is None else list(dict.fromkeys(group_ids))
         failed: dict[str, str] = {}
-        if group_id not in listed:
-            failed[group_id] = f"org.apache.kafka.common.errors.GroupIdNotFoundException: Group '{group_id}' is not a share group."
-        elif listed[group_id] == "Dead":
-            failed[group_id] = f"java.lang.IllegalStateException: Share group '{group_id}' group state is DEAD."
-        elif listed[group_id] != "Empty":
-            failed[group_id] = f"org.apache.kafka.common.errors.GroupNotEmptyException: Share group '{group_id}' is not EMPTY."
-        else:
-            connection, _a, _n = self.admin.coordinator(group_id)
-            _v, response = connection.send(DELETE_GROUPS, {"groups_names": [group_id]})
-            (result,) = response.results
-            if int(result.error_code) != 0:
-                failed[group_id] = error_text(int(result.error_code), group_id)
+        deleted: list[str] = []
+        for group_id in wanted:
+            if group_id not in listed:
+                failed[group_id] = (f"org.apache.kafka.common.errors.GroupIdNotFoundException: Group '{group_id}' "
+                                    "is not a share group.")
+            elif listed[group_id] == "Dead":
+                failed[group_id] = f"java.lang.IllegalStateException: Share group '{group_id}' group state is DEAD."
+            elif listed[group_id] != "Empty":
+                failed[group_id] = (f"org.apache.kafka.common.errors.GroupNotEmptyException: Share group "
+                                    f"'{group_id}' is not EMPTY.")
+            else:
+                connection, _a, _n = self.admin.coordinator(group_id)
+                _v, response = connection.send(DELETE_GROUPS, {"groups_names": [group_id]})
+                (result,) = response.results
+                if int(result.error_code) != 0:
+                    failed[group_id] = error_text(int(result.error_code), group_id)
+                else:
+                    deleted.append(group_id)
+        names = ", ".join(f"'{g}'" for g in deleted)
         if not failed:
-            print(f"Deletion of requested share groups ('{group_id}') was successful.", file=self.out)
+            print(f"Deletion of requested share groups ({names}) was successful.", file=self.out)
             return
         print("\nError: Deletion of some share groups failed:", file=self.out)
         for group, reason in failed.items():
             print(f"* Group '{group}' could not be deleted due to: {reason}", file=self.out)
+        if deleted:
+            print(f"\nThese share groups were deleted successfully: {names}", file=self.out)
 
     def delete_offsets(self, group_id: str, topics: list[str]) -> None:
         names = sorted(set(topics))
@@ -300,7 +385,7 @@ class ShareGroupTool:
                 raise AdminError(str(exc)) from None
         if topics:
             wanted = self._parse_topics(topics)
-        else:
+        else:  # --all-topics: every topic the group holds offsets for
             wanted = sorted({(t, p) for t, p, _s, _e, _l in self._offsets(group_id)})
         new = self._new_offsets(wanted, args)
         if execute:

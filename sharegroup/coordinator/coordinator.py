@@ -281,8 +281,11 @@ class GroupCoordinator:
         given, says whether the member may DESCRIBE a topic: a regex this heartbeat resolves matches only
         those (as Kafka filters regex subscriptions by the requester's permissions).
 
+        A join (epoch 0) on the id of an Empty classic group replaces that group (its committed offsets
+        stay), as Kafka does; a classic group with members is not converted.
+
         Raises ShareError: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION (malformed),
-        GROUP_ID_NOT_FOUND (missing, or a group of another type), UNKNOWN_MEMBER_ID,
+        GROUP_ID_NOT_FOUND (missing, or a group of another type: "Group g is not a consumer group."), UNKNOWN_MEMBER_ID,
         FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED."""
         request = check_heartbeat(dict(
             group_id=group_id, member_id=member_id, member_epoch=member_epoch, instance_id=instance_id,
@@ -294,13 +297,18 @@ class GroupCoordinator:
         self._store.check_loaded()
         async with self._store.locks.hold(request.group_id):
             await self._consumer.expire_group(request.group_id, self._clock.now_ms())
+            replaced = self._classic.yield_to_consumer_group(request.group_id, request.member_epoch == 0)
             if request.member_epoch < 0:
                 return await self._consumer.leave(request)
-            return await self._consumer.heartbeat(request)
+            try:
+                return await self._consumer.heartbeat(request, replaced)
+            finally:
+                if replaced:
+                    self._classic.forget_timers(request.group_id)
 
     def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe of one group: INVALID_GROUP_ID for a blank id, GROUP_ID_NOT_FOUND for a
-        missing group or one of another type."""
+        missing group or one of another type ("Group g is not a consumer group.", a classic one too)."""
         group_id = check_group_id(group_id, Errors.INVALID_GROUP_ID)
         self._store.check_loaded()
         return describe_consumer_group(self._store, group_id, self._consumer_config.default_assignor)

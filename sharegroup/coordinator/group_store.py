@@ -78,6 +78,9 @@ class GroupStore:
         type (as Kafka answers, e.g. "Group g is not a share group.")."""
         group = self.groups.get(group_id)
         if group is None:
+            if group_id in self.classic_groups:  # a classic group is "not a share/consumer group"
+                raise ShareError(Errors.GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} is not a {GROUP_TYPE_NAMES.get(kind, kind.__name__)} group.")
             raise ShareError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         check_group_type(group, kind)
         return group
@@ -171,8 +174,9 @@ def replay_into(groups: dict[str, Any], record: Record, classic_groups: dict[str
                 offsets: dict[str, dict] | None = None, *, loading: bool = True, now_ms: int = 0) -> None:
     """Apply one record: share- and consumer-group records to `groups` (the group metadata tombstone of
     a type deletes a group, any other record of an unknown group creates it with the record's group
-    type; a tombstone of an unknown group is a no-op; a record of one type for a group of another is
-    corruption, ValueError), classic-group and offset records to `classic_groups` and `offsets`."""
+    type, replacing a simple classic group of that id; a tombstone of an unknown group is a no-op; a
+    record of one type for a group of another is corruption, ValueError), classic-group and offset
+    records to `classic_groups` and `offsets`."""
     key, value = record
     if type(key) in CLASSIC_VALUE_TYPES:
         if classic_groups is None or offsets is None:

@@ -31,9 +31,10 @@ def invalid(message: str) -> ShareError:
 
 
 def check_group_id(group_id: Any, error: Errors = Errors.INVALID_REQUEST) -> str:
-    """A heartbeat with a blank group id is INVALID_REQUEST; the admin APIs answer INVALID_GROUP_ID."""
+    """A heartbeat with a blank group id is INVALID_REQUEST; the admin APIs answer INVALID_GROUP_ID.
+    The message is Kafka's ("GroupId can't be empty.", for a blank id too)."""
     if not isinstance(group_id, str) or not group_id.strip():
-        raise ShareError(error, f"GroupId can't be empty or blank, got {group_id!r}.")
+        raise ShareError(error, "GroupId can't be empty.")
     return group_id
 
 

@@ -300,6 +300,22 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     """.split()
 )
 
+# Newer broker keys, through Kafka 4.4 (group and share coordinators, KIP-1240 bounds, KIP-1263 assignor
+# offload, KIP-1191 dead-letter queues, transactions): real keys a one-node serve does not read, so accepted with
+# the same warning. Kept apart from the list above so that list can move keys into CONFIG_DEFS freely.
+KNOWN_UNUSED_SINCE_KAFKA_4_3: frozenset[str] = frozenset(
+    """
+    group.share.assignor.offload.enable group.consumer.assignor.offload.enable
+    group.share.initialize.retry.interval.ms
+    group.share.min.delivery.count.limit group.share.max.delivery.count.limit
+    group.share.min.partition.max.record.locks group.share.max.partition.max.record.locks
+    errors.deadletterqueue.topic.name.prefix errors.deadletterqueue.auto.create.topics.enable
+    add.partitions.to.txn.retry.backoff.ms add.partitions.to.txn.retry.backoff.max.ms
+    transaction.two.phase.commit.enable
+    """.split()
+)
+KNOWN_UNUSED = KNOWN_UNUSED | KNOWN_UNUSED_SINCE_KAFKA_4_3
+
 # Families of real Kafka configs matched by prefix (per-listener overrides, TLS, SASL, remote storage).
 KNOWN_UNUSED_PREFIXES: tuple[str, ...] = (
     "listener.name.", "ssl.", "sasl.", "remote.log.", "log.cleaner.", "confluent.", "metrics.", "ssl.principal.",

@@ -183,16 +183,36 @@ class GroupConfigStore:
             assert values and set(values) <= set(GROUP_CONFIG_KEYS), (group_id, values)
 
 
+# Kafka's GroupConfig: the lowest value its ConfigDef accepts for each integer group config, and the
+# broker bounds of share.delivery.count.limit (KIP-1240's group.share.min/max.delivery.count.limit, which
+# serve keeps at their defaults 2 and 10).
+_AT_LEAST = {"share.record.lock.duration.ms": 1000, "share.delivery.count.limit": 2}
+_DELIVERY_COUNT_BOUNDS = (("group.share.min.delivery.count.limit", 2), ("group.share.max.delivery.count.limit", 10))
+_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+
 def _check_broker_bounds(key: str, raw: Any, broker: Mapping[str, Any]) -> None:
-    """Kafka's refusal of a group value outside the broker's min/max keys, with Kafka's message naming
-    the bound's key (a value that is not an integer is left to `_parse_group_config`)."""
+    """Kafka's refusals of a group value, with Kafka's messages: a value its ConfigDef does not accept
+    ("Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"), then one
+    outside the broker's min/max keys ("... must be less than or equal to group.share.max.record.lock.
+    duration.ms", naming the bound's key)."""
+    if key == "share.isolation.level" and str(raw).strip() not in _ISOLATION_LEVELS:
+        raise ShareError(Errors.INVALID_CONFIG, f"Invalid value {raw} for configuration {key}: String must be one "
+                         f"of: {', '.join(_ISOLATION_LEVELS)}")
     bounds = GROUP_CONFIG_KEYS.get(key, ())
+    if key == "share.delivery.count.limit":
+        bounds = tuple(name for name, _default in _DELIVERY_COUNT_BOUNDS)
+        broker = {name: default for name, default in _DELIVERY_COUNT_BOUNDS}
     if len(bounds) != 2 or not bounds[0].startswith("group."):
         return
     try:
         value = int(str(raw).strip())
     except ValueError:
-        return
+        raise ShareError(Errors.INVALID_CONFIG,
+                         f"Invalid value {raw} for configuration {key}: Not a number of type INT") from None
+    if value < _AT_LEAST.get(key, 1):
+        raise ShareError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration {key}: Value must be at "
+                         f"least {_AT_LEAST.get(key, 1)}")
     if value < broker[bounds[0]]:
         raise ShareError(Errors.INVALID_CONFIG, f"{key} must be greater than or equal to {bounds[0]}")
     if value > broker[bounds[1]]:

@@ -10,7 +10,8 @@ waits outside the lock.
 
 Group types clash as in Kafka: JoinGroup on a share group id is INCONSISTENT_GROUP_PROTOCOL; SyncGroup,
 Heartbeat and LeaveGroup on a group that is not classic are UNKNOWN_MEMBER_ID; DescribeGroups
-describes only classic groups (GROUP_ID_NOT_FOUND otherwise).
+describes only classic groups (GROUP_ID_NOT_FOUND otherwise). A consumer group (KIP-848) may take the
+id of an Empty classic group (`yield_to_consumer_group`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from ...errors import Errors, ShareError
 from ...types import is_plain_int
 from ..group_store import GroupStore
 from ..offsets import CommitRequest, CommittedOffsets, OffsetHooks
+from ..records import Record
 from ..validation import invalid
 from .config import ClassicGroupConfig
 from .group import ClassicGroup, ClassicGroupState
 from .protocol import ClassicGroups, JoinRequest
+from .records import GroupMetadataKey
 from .responses import (
     ClassicGroupDescription,
     CommittedOffset,
@@ -219,6 +222,29 @@ class ClassicCoordinator:
         """DeleteGroups of a classic group (GROUP_NOT_EMPTY while it has members)."""
         async with self._store.locks.hold(group_id):
             await self._groups.delete(group_id)
+
+    def yield_to_consumer_group(self, group_id: str, joining: bool) -> list[Record]:
+        """A ConsumerGroupHeartbeat names `group_id` (the caller holds its lock). Kafka's rule: a joining
+        member (epoch 0) takes the id of an Empty classic group — the returned tombstone of its
+        GroupMetadata goes first into the new consumer group's records, and its committed offsets stay
+        with the id; [] when the id holds no classic group. Otherwise GROUP_ID_NOT_FOUND "Group g is
+        not a consumer group.": a member that is not joining, or a classic group with members (Kafka
+        upgrades those online only when their protocol type is "consumer"; serve has no online upgrade,
+        as Kafka with `group.consumer.migration.policy=disabled`)."""
+        group = self._store.classic_groups.get(group_id)
+        if group is None:
+            return []
+        if not joining or not group.in_state(ClassicGroupState.EMPTY):
+            if joining:
+                log.info("classic group %s (protocol type %r) with members cannot become a consumer group",
+                         group_id, group.protocol_type)
+            raise ShareError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        return [Record(GroupMetadataKey(group_id), None)]
+
+    def forget_timers(self, group_id: str) -> None:
+        """After a classic group was replaced by a group of another type: its deadlines go too."""
+        if group_id not in self._store.classic_groups:
+            self._timers.cancel_group(group_id)
 
     # -- committed offsets --------------------------------------------------------------------------
 

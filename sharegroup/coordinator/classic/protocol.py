@@ -13,6 +13,8 @@ JoinGroup, as Kafka answers it:
   is known takes a new member id; in a Stable group whose selected protocol would not change, that
   needs no rebalance: it gets the current generation at once (the leader with skip_assignment), its
   SyncGroup returns its current assignment, and the old member id is FENCED_INSTANCE_ID from then on;
+  while the group rebalances it replaces the old member id the same way and counts as rejoined, so the
+  join phase completes (at the next generation) once every member has;
 - a known member rejoining in CompletingRebalance or Stable with unchanged metadata gets the current
   generation; the leader rejoining, or changed metadata, starts a rebalance.
 The answer is either immediate (a `JoinGroupResult`) or a future completed when the join phase ends.
@@ -219,9 +221,12 @@ class ClassicGroups:
                          group.group_id, instance_id, new_member_id)
                 return result
             await self.rebalancer.prepare_rebalance(group, f"static member {instance_id} changed its protocols")
-        elif group.in_state(S.COMPLETING_REBALANCE):
-            # The leader may have computed an assignment for the old member id: start over.
-            await self.rebalancer.prepare_rebalance(group, f"static member {instance_id} rejoined")
+        else:
+            # CompletingRebalance: the leader may have computed an assignment for the old member id, so
+            # start over. PreparingRebalance: the member has rejoined under its new id, which may be
+            # the last one the join phase waits for (Kafka's testFencedStaticGroup).
+            await self.rebalancer.maybe_prepare_rebalance_or_complete_join(
+                group, f"static member {instance_id} rejoined")
         return future
 
     # -- SyncGroup ------------------------------------------------------------------------------------

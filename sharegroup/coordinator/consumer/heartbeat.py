@@ -177,7 +177,9 @@ class ConsumerMembership:
 
     # -- join and heartbeat ------------------------------------------------------------------------
 
-    async def heartbeat(self, request: ConsumerHeartbeat) -> HeartbeatResult:
+    async def heartbeat(self, request: ConsumerHeartbeat, first_records: list[Record] | None = None) -> HeartbeatResult:
+        """A join or heartbeat. `first_records` (the tombstone of an Empty classic group this join
+        replaces) are committed with the membership records, so both happen or neither."""
         group_id, member_epoch = request.group_id, request.member_epoch
         now_ms = self.clock.now_ms()
         group = self.store.group_of_type(group_id, ConsumerGroup)  # "Group g is not a consumer group."
@@ -191,12 +193,13 @@ class ConsumerMembership:
                              f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
         if not member_id:  # v0 clients may let the coordinator choose
             member_id = _new_member_id(group)
-        records: list[Record] = []
+        records: list[Record] = list(first_records or ())
         replaced: str | None = None
         if request.instance_id is None:
             old = self._dynamic_member(group, member_id, request)
         else:
-            old, replaced, records = self._static_member(group, member_id, request)
+            old, replaced, static_records = self._static_member(group, member_id, request)
+            records += static_records
 
         # 1. Membership, a newly used regex, metadata and the group epoch.
         metadata = _updated_metadata(old, request)

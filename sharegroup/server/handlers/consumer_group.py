@@ -7,7 +7,9 @@ as the top-level error); a subscription regex matches only topics the member may
 answers. v0 clients may join with an empty member id (the coordinator picks one); v1 clients generate it.
 
 ConsumerGroupDescribe answers per group: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), an empty id
-is INVALID_GROUP_ID, a missing group or one of another type GROUP_ID_NOT_FOUND; a group whose members
+is INVALID_GROUP_ID, a missing group or one of another type GROUP_ID_NOT_FOUND (a classic group too: "Group
+g is not a consumer group."); a member without a regex subscription has SubscribedTopicRegex "" as
+Kafka's member records keep it; a group whose members
 hold (in their assignment or target assignment) topics the caller may not DESCRIBE gets
 TOPIC_AUTHORIZATION_FAILED with Kafka's message and no members (subscriptions are not checked). With
 `include_authorized_operations` each group carries the operations the caller may perform on it.
@@ -22,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import AclOperation, ResourceType
+from ..codec import ZERO_UUID
 from .classic_group import GROUP_OPERATIONS
 from .share_group import (  # the same response shapes as the share APIs
     NO_OPERATIONS,
@@ -57,7 +60,10 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
             subscribed_topic_names=None if names is None else list(names),
             subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             server_assignor=request.server_assignor,
-            owned_topic_partitions=None if owned is None else [(tp.topic_id, list(tp.partitions)) for tp in owned],
+            # kio reads the zero topic id as None: it is a topic id all the same (one the member holds
+            # nothing of), so an older epoch claiming it is fenced like any partition not assigned.
+            owned_topic_partitions=None if owned is None else [
+                (ZERO_UUID if tp.topic_id is None else tp.topic_id, list(tp.partitions)) for tp in owned],
             client_id=ctx.client_id or "", client_host="/" + ctx.client_host, api_version=ctx.api_version,
             topic_authorized=lambda name: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name),
         )
@@ -97,7 +103,7 @@ async def describe(ctx: RequestContext, request: Any) -> Any:
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
-                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka's member records keep ""
                 "assignment": _assignment(m.assignment, names),
                 "target_assignment": _assignment(m.target_assignment, names),
                 "member_type": 1,

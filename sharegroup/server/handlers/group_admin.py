@@ -13,11 +13,14 @@ the persister; this module only maps topic names to ids and the coordinator's an
 - DescribeShareGroupOffsets: start offset and lag per partition; `topics` null means every topic the
   group holds state for. A requested partition the group holds no state for, or of a topic that does
   not exist, answers start offset -1 and lag -1 without an error (as Kafka: absence of data, like
-  OffsetFetch); a partition index the topic does not have answers UNKNOWN_TOPIC_OR_PARTITION (negative:
-  INVALID_REQUEST). A failed partition has start offset -1, leader epoch 0 and lag -1. A missing group
+  OffsetFetch; the unknown topic has the zero topic id); a partition index the topic does not have
+  answers UNKNOWN_TOPIC_OR_PARTITION (negative: INVALID_REQUEST). A failed partition has start offset -1, leader epoch 0 and lag -1. A missing group
   is GROUP_ID_NOT_FOUND at group level.
 - Alter/DeleteShareGroupOffsets carry group-level errors (GROUP_NOT_EMPTY, GROUP_ID_NOT_FOUND) in the
   top-level error code, per-topic or per-partition ones (UNKNOWN_TOPIC_OR_PARTITION) in the responses.
+  DeleteShareGroupOffsets words them as Kafka does: a topic the broker does not know "This server does
+  not host this topic-partition.", a topic the group holds no state for "There is no offset information
+  to delete.".
 
 Without share services every group answers COORDINATOR_NOT_AVAILABLE.
 
@@ -51,6 +54,7 @@ GROUP_DENIED, TOPIC_DENIED = int(Errors.GROUP_AUTHORIZATION_FAILED), int(Errors.
 GROUP_DENIED_MESSAGE, TOPIC_DENIED_MESSAGE = "Group authorization failed.", "Topic authorization failed."
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 NO_OFFSETS_MESSAGE = "There is no offset information to delete."  # Kafka's, for a topic the group holds no state for
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."  # Kafka's, for a topic it does not know
 
 
 def _topic(ctx: RequestContext, name: str) -> Any:
@@ -244,7 +248,8 @@ async def delete_offsets(ctx: RequestContext, request: Any) -> Any:
     for name, info in known:
         if info is None:
             responses.append({"topic_name": name, "topic_id": ZERO_UUID,
-                              "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION), "error_message": None})
+                              "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                              "error_message": UNKNOWN_TOPIC_MESSAGE})
         else:
             code = results.get(info.topic_id, Errors.NONE)
             responses.append({"topic_name": name, "topic_id": info.topic_id, "error_code": int(code),
