@@ -180,14 +180,19 @@ class Broker:
         except Exception:  # a bug in one connection must not reach the server (logged, connection dropped)
             log.exception("connection failed")
         finally:
-            self._connections.discard(task)
-            self.metrics.connections.dec()
             share = self.share
             if share is not None and not self._closing:
                 try:  # a closed connection closes the share sessions it opened (Kafka's rule)
-                    await share.connection_closed(connection.peer)
+                    await share.connection_closed(connection.connection_id)
                 except Exception:
                     log.exception("closing the share sessions of %s failed", connection.peer)
+            self._connections.discard(task)
+            self.metrics.connections.dec()
+
+    @property
+    def connection_count(self) -> int:
+        """Connections being served; a closed one counts until its share sessions are closed."""
+        return len(self._connections)
 
     def count_request(self, api_name: str, latency_s: float) -> None:
         self.request_counts[api_name] += 1
