@@ -305,19 +305,6 @@ def test_a_heartbeat_member_id_must_be_set_by_the_client(broker, client):
     assert group.error_code == GROUP_ID_NOT_FOUND  # nothing joined: the group was never created
 
 
-def _wait_for_connections(broker: BrokerThread, count: int) -> None:
-    """Until the broker serves exactly `count` connections (a closed one counts until its share sessions
-    are dealt with); bounded."""
-    deadline = time.monotonic() + 10
-    while broker.call(_connection_count(broker)) != count:
-        assert time.monotonic() < deadline, "the broker did not finish closing the connection"
-        time.sleep(0.01)
-
-
-async def _connection_count(broker: BrokerThread) -> int:
-    return broker.broker.connection_count
-
-
 def test_a_share_session_survives_its_member_reconnecting_quickly(broker):
     """Rule: closing a connection removes only the share sessions that connection owns. The member
     re-opens its session (epoch 0) on a new connection while that fetch long-polls, and only then does
@@ -328,6 +315,7 @@ def test_a_share_session_survives_its_member_reconnecting_quickly(broker):
     try:
         assert acquired(fetch(old, 0, [(topic_id, [(0, [])])])) == [(0, 2, 1)]
         first_session = broker.share.manager.sessions.get("g", MEMBER_A)
+        old_id = broker.connection_id_of(old.sock.getsockname()[1])
         body = build(request_class(FETCH, 1), {
             "group_id": "g", "member_id": MEMBER_A, "share_session_epoch": 0, "max_wait": 10000,
             "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
@@ -339,7 +327,7 @@ def test_a_share_session_survives_its_member_reconnecting_quickly(broker):
             assert time.monotonic() < deadline, "the epoch-0 fetch never reached the broker"
             time.sleep(0.01)
         old.close()
-        _wait_for_connections(broker, 1)  # the old connection's close is fully handled
+        broker.wait_until_closed(old_id)  # the old connection's close is fully handled
         broker.call(broker.store.append(topic_id, 0, batch_bytes(2), acks=-1))  # wakes the long poll
         reopened = new.read_response(FETCH, 1)
         assert (reopened.error_code, acquired(reopened)) == (NONE, [(3, 4, 1)])
