@@ -38,7 +38,7 @@ from confluent_kafka.admin import (  # noqa: E402
     UserScramCredentialDeletion,
 )
 
-from tests.security_harness import PASSWORDS, Certificates  # noqa: E402
+from tests.security_harness import PASSWORDS, Certificates, TlsRawClient, plain_login, scram_login  # noqa: E402
 from tests.server_harness import ServeProcess  # noqa: E402
 from tests.share_clients import WAIT_S  # noqa: E402
 
@@ -158,6 +158,41 @@ def test_failed_logins_reach_the_client_as_authentication_errors_with_kafkas_mes
     error = _first_error(_config(broker, certs, listener, mechanism, user, "not-the-password"), client)
     assert error.code() == KafkaError._AUTHENTICATION, error
     assert message in error.str()
+
+
+def test_list_topics_reports_a_transport_failure_whatever_the_cause_while_the_error_callback_has_kafkas(
+        broker, certs):
+    """What a client sees, pinned so a failure is not misread: librdkafka's `list_topics` (its Metadata call)
+    raises `_TRANSPORT` ("Failed to get metadata: Local: Broker transport failure") whenever no broker
+    became usable in time, whatever the reason (rd_kafka_metadata returns it when no broker is up); the
+    broker's SaslAuthenticate answer reaches the error callback as `_AUTHENTICATION` with Kafka's text."""
+    errors: list[KafkaError] = []
+    admin = AdminClient({**_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", "not-the-password"),
+                         "error_cb": errors.append})
+    with pytest.raises(KafkaException) as raised:
+        admin.list_topics(timeout=2)
+    assert raised.value.args[0].code() == KafkaError._TRANSPORT
+    admin.poll(0)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+    assert SCRAM_FAILED.format("SCRAM-SHA-256") in errors[0].str()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_a_failed_login_is_answered_on_the_wire_before_the_connection_closes(broker, certs, mechanism):
+    """The same rule in raw frames over TLS: after the delay, the whole SaslAuthenticate response with
+    SASL_AUTHENTICATION_FAILED and Kafka's message, then the close (EOF), and nothing else."""
+    client = TlsRawClient(broker.ports["SASL_SSL"], certs.client_context())
+    try:
+        if mechanism == "PLAIN":
+            answer = plain_login(client, "alice", "not-the-password")
+            message = PLAIN_FAILED
+        else:
+            answer = scram_login(client, mechanism, "alice", "not-the-password")
+            message = SCRAM_FAILED.format(mechanism)
+        assert (answer.error_code, answer.error_message) == (58, message)  # SASL_AUTHENTICATION_FAILED
+        assert client.is_closed_by_peer()
+    finally:
+        client.close()
 
 
 def test_a_login_after_the_scram_credential_was_deleted_fails_with_kafkas_message(broker, certs):
