@@ -24,8 +24,8 @@ UNKNOWN_TOPIC_ID (ids are not secret). See `SharePartitionManager` for where the
 A ShareFetch at epoch 0 ties the share session to this connection as it opens it (before any long
 poll): when the connection closes, the sessions it still owns close and their members' acquired records
 are released; a session the member re-opened on another connection is not touched (see
-`share_services.py`). Without
-share services every request gets UNSUPPORTED_VERSION, Kafka's answer when share groups are disabled.
+`share_services.py`). Without share services every request gets UNSUPPORTED_VERSION, Kafka's answer
+when share groups are disabled.
 """
 
 from __future__ import annotations
