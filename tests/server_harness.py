@@ -103,6 +103,25 @@ class BrokerThread:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.broker.port}"
 
+    def connection_ids(self) -> frozenset[str]:
+        """The ids of the connections the broker serves (read on its loop)."""
+        async def read() -> frozenset[str]:
+            return self.broker.connection_ids
+
+        return self.call(read())
+
+    def connection_id_of(self, client_port: int) -> str:
+        """The id of the served connection whose client is at 127.0.0.1:`client_port`."""
+        (found,) = [i for i in self.connection_ids() if f"-127.0.0.1:{client_port}-" in i]
+        return found
+
+    def wait_until_closed(self, connection_id: str) -> None:
+        """Until the broker has finished closing this connection (its share sessions dealt with); bounded."""
+        deadline = time.monotonic() + IO_TIMEOUT_S
+        while connection_id in self.connection_ids():
+            assert time.monotonic() < deadline, f"the broker did not finish closing {connection_id}"
+            time.sleep(0.01)
+
     def stop(self) -> None:
         try:
             self.call(self.broker.close())

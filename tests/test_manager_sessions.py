@@ -289,3 +289,51 @@ def test_malformed_requests_answer_invalid_request_and_change_nothing():
             assert len(mgr.sessions) == 0 and mgr.share_partition_count == 0
 
     run(main())
+
+
+def test_closing_a_connection_removes_only_the_sessions_it_owns():
+    """Rule (Kafka's disconnect tracking): a session belongs to the connection that opened it; closing
+    that connection removes it, closing any other connection does not, and a session re-opened on a new
+    connection is the new connection's."""
+    cache = ShareSessionCache(4)
+    cache.new_fetch_context("g", "a", 0, [(T1, 0)], [], False, "c1")
+    cache.new_fetch_context("g", "b", 0, [(T1, 0)], [], False, "c1")
+    reopened = cache.new_fetch_context("g", "a", 0, [(T1, 0)], [], False, "c2").session
+    cache._check()
+    assert cache.connection_closed("c3") == []
+    assert [s.key for s in cache.connection_closed("c1")] == [("g", "b")]  # "a" now belongs to c2
+    assert cache.get("g", "a") is reopened and cache.get("g", "b") is None
+    assert cache.connection_closed("c1") == []
+    cache.remove("g", "a")  # left by other means: its connection no longer owns it
+    assert cache.connection_closed("c2") == []
+    cache._check()
+
+
+def test_a_share_session_survives_its_member_reconnecting_quickly():
+    """Rule: closing a connection removes only the sessions that connection owns. The member re-opens
+    its session at epoch 0 on connection c2; while that fetch long-polls, the close of c1 (the old
+    connection) arrives: the new session and the records the member holds survive, the waiting fetch
+    is answered normally and the next epoch is served."""
+    async def main():
+        h = Harness()
+        h.partition(T1, 0, batches=[3])
+        async with h.mgr as mgr:
+            first = await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)]), connection_id="c1")
+            assert acquired(first, T1, 0) == [(0, 2, 1)]
+            waiting = asyncio.ensure_future(
+                mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)], max_wait_ms=5000), connection_id="c2"))
+            await until(lambda: mgr.waiting_fetch_count == 1, "the epoch-0 fetch to long-poll")
+            await mgr.on_connection_closed("c1")
+            assert mgr.sessions.get(GROUP, "m1") is not None
+            assert mgr.share_partition(GROUP, T1, 0).record_state(0).member_id == "m1"  # not released
+            h.append(T1, 0, 2)
+            r = await answer(waiting)
+            assert (r.error_code, acquired(r, T1, 0)) == (Errors.NONE, [(3, 4, 1)])
+            r = await mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 4, ACCEPT)])]))
+            assert r.error_code is Errors.NONE and r.partition(T1, 0).acknowledge_error_code is Errors.NONE
+            assert mgr.share_partition(GROUP, T1, 0).start_offset == 5
+            await mgr.on_connection_closed("c2")  # the owner's close does end it and release the rest
+            assert mgr.sessions.get(GROUP, "m1") is None
+            mgr._check()
+
+    run(main())

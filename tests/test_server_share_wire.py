@@ -303,3 +303,38 @@ def test_a_heartbeat_member_id_must_be_set_by_the_client(broker, client):
     body = build(request_class(DESCRIBE, 1), {"group_ids": ["g"], "include_authorized_operations": False})
     (group,) = client.request(DESCRIBE, 1, body).groups
     assert group.error_code == GROUP_ID_NOT_FOUND  # nothing joined: the group was never created
+
+
+def test_a_share_session_survives_its_member_reconnecting_quickly(broker):
+    """Rule: closing a connection removes only the share sessions that connection owns. The member
+    re-opens its session (epoch 0) on a new connection while that fetch long-polls, and only then does
+    the broker handle the old connection's close: the new session (and the records the member still
+    holds) must survive it, and the next ShareFetch at epoch 1 is served."""
+    topic_id = topic_with_records(broker, count=3)
+    old, new = RawClient(broker.broker.port), RawClient(broker.broker.port)
+    try:
+        assert acquired(fetch(old, 0, [(topic_id, [(0, [])])])) == [(0, 2, 1)]
+        first_session = broker.share.manager.sessions.get("g", MEMBER_A)
+        old_id = broker.connection_id_of(old.sock.getsockname()[1])
+        body = build(request_class(FETCH, 1), {
+            "group_id": "g", "member_id": MEMBER_A, "share_session_epoch": 0, "max_wait": 10000,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})
+        new.send_raw(new.frame(FETCH, 1, body))  # nothing acquirable: it long-polls
+        deadline = time.monotonic() + 10
+        while broker.share.manager.sessions.get("g", MEMBER_A) is first_session:
+            assert time.monotonic() < deadline, "the epoch-0 fetch never reached the broker"
+            time.sleep(0.01)
+        old.close()
+        broker.wait_until_closed(old_id)  # the old connection's close is fully handled
+        broker.call(broker.store.append(topic_id, 0, batch_bytes(2), acks=-1))  # wakes the long poll
+        reopened = new.read_response(FETCH, 1)
+        assert (reopened.error_code, acquired(reopened)) == (NONE, [(3, 4, 1)])
+        subsequent = fetch(new, 1, [(topic_id, [(0, [ack(0, 4, ACCEPT)])])])  # 0-2 are still the member's
+        assert subsequent.error_code == NONE
+        assert [(p.partition_index, p.acknowledge_error_code) for p in partitions(subsequent)] == [(0, NONE)]
+        assert broker.share.manager.share_partition("g", topic_id, 0).start_offset == 5
+    finally:
+        old.close()
+        new.close()

@@ -217,6 +217,14 @@ class SharePartitionManager:
         self._sessions.remove(group_id, member_id)
         await self._release_member(group_id, member_id)
 
+    async def on_connection_closed(self, connection_id: str) -> None:
+        """The connection `connection_id` closed: close the share sessions it opened and still owns and
+        release their members' records (Kafka's disconnect rule). A session its member re-opened on
+        another connection belongs to that one and stays, with the records the member holds."""
+        for session in self._sessions.connection_closed(connection_id):
+            if self._sessions.get(*session.key) is None:  # not re-opened while an earlier release ran
+                await self._release_member(*session.key)
+
     async def on_group_deleted(self, group_id: str) -> None:
         """Drop the group's share-partitions and sessions (its durable state is gone)."""
         self._sessions.remove_group(group_id)
@@ -234,15 +242,17 @@ class SharePartitionManager:
 
     # -- ShareFetch ----------------------------------------------------------------------------------
 
-    async def share_fetch(self, request: ShareFetchRequest,
-                          topic_authorized: TopicAuthorized | None = None) -> ShareFetchResponse:
-        """Answer one ShareFetch whole (acknowledgements, session, acquisition, long polling)."""
+    async def share_fetch(self, request: ShareFetchRequest, topic_authorized: TopicAuthorized | None = None,
+                          connection_id: str | None = None) -> ShareFetchResponse:
+        """Answer one ShareFetch whole (acknowledgements, session, acquisition, long polling). A session
+        it opens belongs to `connection_id` (see `on_connection_closed`)."""
         started_ms = self.clock.now_ms()
-        response = await self._share_fetch(request, topic_authorized)
+        response = await self._share_fetch(request, topic_authorized, connection_id)
         self.observer.share_fetch_done(request, response, self.clock.now_ms() - started_ms)
         return response
 
-    async def _share_fetch(self, request: ShareFetchRequest, topic_authorized: TopicAuthorized | None) -> ShareFetchResponse:
+    async def _share_fetch(self, request: ShareFetchRequest, topic_authorized: TopicAuthorized | None,
+                           connection_id: str | None = None) -> ShareFetchResponse:
         if self._closed:
             return ShareFetchResponse(error_code=Errors.UNKNOWN_SERVER_ERROR, error_message="the broker is closing")
         try:
@@ -253,7 +263,7 @@ class SharePartitionManager:
         try:
             context = self._sessions.new_fetch_context(
                 group_id, member_id, request.share_session_epoch, parsed.requested, parsed.forgotten,
-                parsed.ack_present,
+                parsed.ack_present, connection_id,
             )
         except ShareError as exc:
             if exc.error is Errors.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:

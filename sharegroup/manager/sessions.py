@@ -12,6 +12,11 @@ Kafka's `ShareSessionCache`, `ShareSession` and share-session contexts. A sessio
 - Epoch -1 (final) needs a session; the manager closes it after the request's acknowledgements.
 - ShareAcknowledge at epoch 0 is INVALID_SHARE_SESSION_EPOCH.
 
+A session belongs to the connection that opened it (Kafka keys its disconnect tracking by connection id):
+when that connection closes, `connection_closed` removes the sessions it still owns and nothing else. A
+member that re-opened its session on a new connection keeps it, whenever the old connection's close is
+handled.
+
 A subsequent ShareFetch fetches every partition of the session; its response lists only partitions
 with records, with an error, or flagged for an update (newly added, or recovered from an error).
 """
@@ -58,10 +63,11 @@ class ShareSession:
     without records, so the client learns the outcome once.
     """
 
-    __slots__ = ("key", "epoch", "partitions")
+    __slots__ = ("key", "epoch", "partitions", "connection_id")
 
-    def __init__(self, key: SessionKey, partitions: Iterable[TopicPartition]) -> None:
+    def __init__(self, key: SessionKey, partitions: Iterable[TopicPartition], connection_id: str | None = None) -> None:
         self.key = key
+        self.connection_id = connection_id  # the connection that opened it (None: an embedder without one)
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.partitions: dict[TopicPartition, bool] = dict.fromkeys(partitions, False)
 
@@ -145,8 +151,10 @@ class ShareSessionCache:
     """Every share session of this broker, bounded by `group.share.max.share.sessions`.
 
     Sessions leave by re-opening at epoch 0, by a final-epoch request, when the member leaves or expires
-    (`remove`), when its group is deleted (`remove_group`) or when the broker closes. All operations are
-    O(1) except `remove_group` (O(sessions of the group)) and `partition_count` (O(sessions)).
+    (`remove`), when its group is deleted (`remove_group`), when the connection that opened them closes
+    (`connection_closed`) or when the broker closes. All operations are O(1) except `remove_group`
+    (O(sessions of the group)), `connection_closed` (O(sessions of the connection)) and `partition_count`
+    (O(sessions)).
     """
 
     def __init__(self, max_entries: int) -> None:
@@ -155,6 +163,8 @@ class ShareSessionCache:
         self.max_entries = max_entries
         self._sessions: dict[SessionKey, ShareSession] = {}
         self._members: dict[str, set[str]] = {}
+        # connection id -> the sessions it opened and still owns (bounded by the sessions themselves)
+        self._connections: dict[str, set[SessionKey]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -178,9 +188,11 @@ class ShareSessionCache:
         requested: list[TopicPartition],
         forgotten: list[TopicPartition],
         ack_present: bool,
+        connection_id: str | None = None,
     ) -> ShareFetchContext:
         """Apply a ShareFetch's epoch to the cache (Kafka's `newContext`); raises ShareError with the
-        top-level error and leaves the cache unchanged when the request is refused."""
+        top-level error and leaves the cache unchanged when the request is refused. A session opened at
+        epoch 0 belongs to `connection_id` from this moment on (before any fetching or long polling)."""
         key = (group_id, member_id)
         if epoch == FINAL_EPOCH:
             session = self._sessions.get(key)
@@ -198,8 +210,10 @@ class ShareSessionCache:
                 )
             if replaced:
                 self.remove(group_id, member_id)
-            session = self._sessions[key] = ShareSession(key, requested)
+            session = self._sessions[key] = ShareSession(key, requested, connection_id)
             self._members.setdefault(group_id, set()).add(member_id)
+            if connection_id is not None:
+                self._connections.setdefault(connection_id, set()).add(key)
             return ShareFetchContext(ContextKind.FULL, epoch, session, list(session.partitions))
         session = self._sessions.get(key)
         if session is None:
@@ -235,7 +249,19 @@ class ShareSessionCache:
             members.discard(member_id)
             if not members:
                 del self._members[group_id]
+            owner = session.connection_id
+            if owner is not None:
+                owned = self._connections[owner]
+                owned.discard(session.key)
+                if not owned:
+                    del self._connections[owner]
         return session
+
+    def connection_closed(self, connection_id: str) -> list[ShareSession]:
+        """Remove and return the sessions `connection_id` opened and still owns. A session the member
+        re-opened on another connection meanwhile belongs to that connection and is left alone."""
+        keys = sorted(self._connections.get(connection_id, ()))
+        return [s for key in keys if (s := self.remove(*key)) is not None]
 
     def remove_group(self, group_id: str) -> list[ShareSession]:
         return [s for m in self.members_of(group_id) if (s := self.remove(group_id, m)) is not None]
@@ -243,6 +269,7 @@ class ShareSessionCache:
     def clear(self) -> None:
         self._sessions.clear()
         self._members.clear()
+        self._connections.clear()
 
     def _check(self) -> None:
         assert len(self._sessions) <= self.max_entries, (len(self._sessions), self.max_entries)
@@ -250,4 +277,7 @@ class ShareSessionCache:
         for (group_id, member_id), session in self._sessions.items():
             assert member_id in self._members[group_id]
             assert session.key == (group_id, member_id)
+            assert session.connection_id is None or session.key in self._connections[session.connection_id]
             session._check()
+        owned = [(connection_id, key) for connection_id, keys in self._connections.items() for key in keys]
+        assert all(self._sessions[key].connection_id == connection_id for connection_id, key in owned), owned

@@ -98,6 +98,7 @@ class RequestContext:
     local_host: str = "127.0.0.1"
     principal: str = ANONYMOUS  # "User:name" once authenticated (SASL or a TLS client certificate)
     listener: str = "PLAINTEXT"  # the name of the listener this connection came in on
+    connection_id: str = ""  # unique per connection of this broker (what share sessions are tied to)
 
     @property
     def client_host(self) -> str:

@@ -111,7 +111,7 @@ class Broker:
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self._servers: list[asyncio.Server] = []
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection] = {}  # served connections, by their task
         self._closing = False
         self._retention_task: asyncio.Task[None] | None = None
 
@@ -169,7 +169,7 @@ class Broker:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        self._connections[task] = connection
         self.metrics.connections.inc()
         try:
             await connection.serve()
@@ -180,14 +180,21 @@ class Broker:
         except Exception:  # a bug in one connection must not reach the server (logged, connection dropped)
             log.exception("connection failed")
         finally:
-            self._connections.discard(task)
-            self.metrics.connections.dec()
-            share = self.share
-            if share is not None and not self._closing:
-                try:  # a closed connection closes the share sessions it opened (Kafka's rule)
-                    await share.connection_closed(connection.peer)
-                except Exception:
-                    log.exception("closing the share sessions of %s failed", connection.peer)
+            try:
+                share = self.share
+                if share is not None and not self._closing:
+                    try:  # a closed connection closes the share sessions it opened (Kafka's rule)
+                        await share.connection_closed(connection.connection_id)
+                    except Exception:
+                        log.exception("closing the share sessions of %s failed", connection.peer)
+            finally:  # counted as served until its share sessions are dealt with
+                del self._connections[task]
+                self.metrics.connections.dec()
+
+    @property
+    def connection_ids(self) -> frozenset[str]:
+        """The ids of the connections being served; a closed one stays until its share sessions are closed."""
+        return frozenset(connection.connection_id for connection in self._connections.values())
 
     def count_request(self, api_name: str, latency_s: float) -> None:
         self.request_counts[api_name] += 1

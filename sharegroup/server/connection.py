@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import time
 from typing import Any
@@ -42,6 +43,7 @@ log = logging.getLogger("sharegroup.server")
 
 READ_AHEAD_FRAMES = 16  # frames read ahead of the one being handled (bounds a pipelining client's memory)
 _CLOSE = object()
+_connection_index = itertools.count()  # makes connection ids unique even when a client port is reused
 
 
 class Connection:
@@ -56,6 +58,9 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         local = writer.get_extra_info("sockname")
         self.local_host = local[0] if isinstance(local, tuple) else "127.0.0.1"
+        local_address = f"{local[0]}:{local[1]}" if isinstance(local, tuple) else str(local)
+        # Kafka's connection id: local address, peer address and an index (share sessions are tied to it).
+        self.connection_id = f"{local_address}-{self.peer}-{next(_connection_index)}"
         self._frames: asyncio.Queue[Any] = asyncio.Queue(maxsize=READ_AHEAD_FRAMES)
         self._queued_bytes = 0  # bodies read ahead and not yet handled
         self._drained = asyncio.Event()
@@ -206,7 +211,8 @@ class Connection:
 
     def _context(self, header: Any) -> RequestContext:
         return RequestContext(self.broker, header.request_api_key, header.request_api_version, header.correlation_id,
-                              header.client_id, self.peer, self.local_host, self.principal, self.listener_name)
+                              header.client_id, self.peer, self.local_host, self.principal, self.listener_name,
+                              self.connection_id)
 
     def _unsupported_api_versions(self) -> Any:
         """ApiVersions v0 with UNSUPPORTED_VERSION and the ApiVersions range (KIP-511), as Kafka answers."""

@@ -14,9 +14,10 @@
   reassigned);
 - the classic-group deadlines (join and sync phases, sessions) run as they come due, and committed
   offsets expire every `offsets.retention.check.interval.ms`;
-- share sessions tied to the connection that opened them: when that connection closes, the session
-  closes and its member's acquired records are released at once (Kafka's disconnect rule), unless a
-  newer connection re-opened the session meanwhile.
+- share sessions tied to the connection that opened them (the manager's session cache records the
+  owner when the session opens): when that connection closes, the session closes and its member's
+  acquired records are released at once (Kafka's disconnect rule), unless the member re-opened the
+  session on another connection meanwhile, even one whose epoch-0 fetch is still long-polling.
 
 Configs: the broker's `group.share.*` keys and the `--group-config share.*` defaults become the
 `BrokerConfig`, the default `ShareGroupConfig` of every group, and the coordinator's `GroupConfig`.
@@ -48,8 +49,6 @@ __all__ = ["ShareServices", "StoreTopics", "broker_share_config", "group_share_c
            "classic_config"]
 
 log = logging.getLogger("sharegroup.server")
-
-MemberKey = tuple[str, str]
 
 _BROKER_KEYS = (
     "group.share.max.share.sessions", "group.share.partition.max.record.locks",
@@ -132,8 +131,6 @@ class ShareServices:
         self.coordinator = coordinator
         self.manager = manager
         self.group_config = group_config
-        self._session_connection: dict[MemberKey, str] = {}
-        self._connection_sessions: dict[str, set[MemberKey]] = {}
         self._expiry_task: asyncio.Task[None] | None = None
         self._classic_tasks: list[asyncio.Task[None]] = []
 
@@ -234,29 +231,15 @@ class ShareServices:
 
     # -- share sessions and connections ---------------------------------------------------------------
 
-    def session_opened(self, connection: str, group_id: str, member_id: str) -> None:
-        """A ShareFetch at epoch 0 on `connection` (re)opened the session of (group, member)."""
-        key = (group_id, member_id)
-        self._session_connection[key] = connection
-        self._connection_sessions.setdefault(connection, set()).add(key)
-
-    async def connection_closed(self, connection: str) -> None:
-        """Close the share sessions this connection opened and release their members' records."""
-        for key in self._connection_sessions.pop(connection, ()):
-            if self._session_connection.get(key) != connection:
-                continue  # re-opened on a newer connection: that one owns it now
-            del self._session_connection[key]
-            if self.manager.sessions.get(*key) is not None:
-                await self.manager.on_member_left(*key)
+    async def connection_closed(self, connection_id: str) -> None:
+        """Close the share sessions this connection opened and still owns, and release their members'
+        records; sessions re-opened on another connection are left alone."""
+        await self.manager.on_connection_closed(connection_id)
 
     def log_start_moved(self, topic_id: uuid.UUID, partition: int) -> None:
         """Retention moved a log start: push it into the loaded share-partitions of that partition (they
         read the new start from the log)."""
         self.manager.on_log_start_moved(topic_id, partition)
-
-    def _check(self) -> None:
-        for key, connection in self._session_connection.items():
-            assert key in self._connection_sessions.get(connection, ()), (key, connection)
 
 
 async def _every(interval_s: float, step: Callable[[], Awaitable[Any]], what: str) -> AsyncIterator[Any]:

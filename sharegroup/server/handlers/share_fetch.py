@@ -21,9 +21,11 @@ topic's partitions answer TOPIC_AUTHORIZATION_FAILED, for fetching and for ackno
 any existence check), and nothing of them is acquired or acknowledged. Unknown topic ids stay
 UNKNOWN_TOPIC_ID (ids are not secret). See `SharePartitionManager` for where the topic check sits.
 
-A ShareFetch at epoch 0 ties the share session to this connection: when the connection closes, the
-session closes and its member's acquired records are released (see `share_services.py`). Without
-share services every request gets UNSUPPORTED_VERSION, Kafka's answer when share groups are disabled.
+A ShareFetch at epoch 0 ties the share session to this connection as it opens it (before any long
+poll): when the connection closes, the sessions it still owns close and their members' acquired records
+are released; a session the member re-opened on another connection is not touched (see
+`share_services.py`). Without share services every request gets UNSUPPORTED_VERSION, Kafka's answer
+when share groups are disabled.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import Errors
 from ...share_messages import (
-    INITIAL_EPOCH,
     AcknowledgePartition,
     AcknowledgeTopic,
     FetchPartition,
@@ -175,9 +176,7 @@ async def share_fetch(ctx: RequestContext, request: Any) -> Any:
     if not _group_readable(ctx, request):
         return fetch_error(ctx, request, ErrorCode.group_authorization_failed, GROUP_DENIED_MESSAGE)
     fetch = to_fetch_request(request)
-    response = await share.manager.share_fetch(fetch, _topic_readable(ctx))
-    if fetch.share_session_epoch == INITIAL_EPOCH and response.error_code is Errors.NONE:
-        share.session_opened(ctx.peer, fetch.group_id, fetch.member_id)
+    response = await share.manager.share_fetch(fetch, _topic_readable(ctx), ctx.connection_id)
     return encode_fetch(ctx, response)
 
 

@@ -1,0 +1,265 @@
+"""One secured broker through a busy security session, with real `confluent_kafka` clients.
+
+The broker has the four listener kinds at once: SASL_SSL (PLAIN from the SCRAM store, SCRAM-SHA-256/512),
+SSL that requires a client certificate (its principal mapped by `ssl.principal.mapping.rules`),
+SASL_PLAINTEXT with JAAS PLAIN users, and PLAINTEXT; a StandardAuthorizer with
+`super.users=User:admin;User:bob;User:carol`, `connections.max.reauth.ms` and Kafka's default failed-login
+delay (100 ms).
+
+- Failed logins as clients see them: a wrong SCRAM or PLAIN password, and a login after the user's SCRAM
+  credential was deleted, reach librdkafka's error callback as `_AUTHENTICATION` with Kafka's message (the
+  SaslAuthenticate error response arrives before the broker closes the connection).
+- CreateAcls after a busy session: failed logins, a certificate principal, the super users' own ACL calls
+  over three listeners and re-authentications leave nothing behind that lets a SCRAM user without ACLs
+  create ACLs: it gets CLUSTER_AUTHORIZATION_FAILED, as on a fresh broker.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+pytest.importorskip("trustme")
+
+from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+)
+
+from tests.security_harness import PASSWORDS, Certificates, TlsRawClient, plain_login, scram_login  # noqa: E402
+from tests.server_harness import ServeProcess  # noqa: E402
+from tests.share_clients import WAIT_S  # noqa: E402
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_carol="carol-secret";')
+LIFETIME_MS = 2000
+SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+PLAIN_FAILED = "Authentication failed: Invalid username or password"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return Certificates.make(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, certs):
+    server = ServeProcess(
+        tmp_path_factory.mktemp("busy-session") / "data",
+        "--override", "listeners=SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+                      "PLAINTEXT://127.0.0.1:0",
+        "--override", "ssl.keystore.type=PEM",
+        "--override", f"ssl.keystore.location={certs.server_pem}",
+        "--override", "ssl.truststore.type=PEM",
+        "--override", f"ssl.truststore.location={certs.ca_pem}",
+        "--override", "listener.name.ssl.ssl.client.auth=required",
+        "--override", "ssl.principal.mapping.rules=RULE:^CN=([^,]*),.*$/$1/L",
+        "--override", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+        "--override", f"authorizer.class.name={STANDARD}",
+        "--override", "super.users=User:admin;User:bob;User:carol",
+        "--override", f"connections.max.reauth.ms={LIFETIME_MS}",
+        "--add-scram", f"SCRAM-SHA-256=[name=alice,password={PASSWORDS['alice']}]",
+        "--add-scram", f"SCRAM-SHA-512=[name=bob,iterations=8192,password={PASSWORDS['bob']}]",
+        "--add-scram", "SCRAM-SHA-256=[name=dave,password=dave-secret]",
+        "--metrics-port", "0",
+    )
+    try:
+        server.metrics_url = None
+        for _ in range(20):  # warnings may come first on stderr; the metrics line is printed before readiness
+            line = server.proc.stderr.readline()
+            if " metrics on " in line:
+                server.metrics_url = line.split(" metrics on ", 1)[1].strip()
+                break
+        assert server.metrics_url is not None
+        server.ports = {line.split()[3]: int(line.rsplit(":", 1)[1]) for line in server.listener_lines}
+        yield server
+    finally:
+        server.kill()
+
+
+def _config(broker, certs, listener: str, mechanism: str | None = None, user: str = "", password: str = "",
+            certificate: bool = False) -> dict:
+    config = {"bootstrap.servers": f"127.0.0.1:{broker.ports[listener]}", "security.protocol": listener}
+    if "SSL" in listener:
+        config["ssl.ca.location"] = str(certs.ca_pem)
+    if certificate:
+        config["ssl.certificate.location"] = str(certs.client_cert_pem)
+        config["ssl.key.location"] = str(certs.client_key_pem)
+    if mechanism is not None:
+        config.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    return config
+
+
+def _first_error(config: dict, client: str = "producer") -> KafkaError:
+    """The first error librdkafka reports to the error callback (bounded wait)."""
+    errors: list[KafkaError] = []
+    settings = {**config, "error_cb": errors.append}
+    handle = Producer(settings) if client == "producer" else AdminClient(settings)
+    deadline = time.monotonic() + WAIT_S
+    while not errors and time.monotonic() < deadline:
+        handle.poll(0.1)
+    assert errors, "no client error within the wait"
+    return errors[0]
+
+
+def _scrape(url: str, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    match = re.search(re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" ([0-9.e+]+)", text)
+    return float(match.group(1)) if match else 0.0
+
+
+def _acl(principal: str, resource_type=ResourceType.TOPIC, name: str = "orders",
+         operation=AclOperation.READ) -> AclBinding:
+    return AclBinding(resource_type, name, ResourcePatternType.LITERAL, principal, "*", operation,
+                      AclPermissionType.ALLOW)
+
+
+def _create(admin: AdminClient, *bindings: AclBinding) -> list:
+    """Per binding: None (created) or the error code that refused it."""
+    outcomes = []
+    for future in admin.create_acls(list(bindings), request_timeout=WAIT_S).values():
+        try:
+            outcomes.append(future.result(WAIT_S))
+        except KafkaException as exc:
+            outcomes.append(exc.args[0].code())
+    return outcomes
+
+
+# -- failed logins as clients see them -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client", ["producer", "admin"])
+@pytest.mark.parametrize("listener, mechanism, user, message", [
+    ("SASL_SSL", "SCRAM-SHA-256", "alice", SCRAM_FAILED.format("SCRAM-SHA-256")),
+    ("SASL_SSL", "SCRAM-SHA-512", "bob", SCRAM_FAILED.format("SCRAM-SHA-512")),
+    ("SASL_SSL", "PLAIN", "alice", PLAIN_FAILED),  # PLAIN checked against the SCRAM store
+    ("SASL_PLAINTEXT", "PLAIN", "carol", PLAIN_FAILED),  # a JAAS user
+    ("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", SCRAM_FAILED.format("SCRAM-SHA-256")),
+])
+def test_failed_logins_reach_the_client_as_authentication_errors_with_kafkas_message(
+        broker, certs, client, listener, mechanism, user, message):
+    """Rule: the SaslAuthenticate error response reaches the client before the connection closes, after
+    the failed-login delay, so librdkafka reports `_AUTHENTICATION` with Kafka's text."""
+    error = _first_error(_config(broker, certs, listener, mechanism, user, "not-the-password"), client)
+    assert error.code() == KafkaError._AUTHENTICATION, error
+    assert message in error.str()
+
+
+def test_list_topics_reports_a_transport_failure_whatever_the_cause_while_the_error_callback_has_kafkas(
+        broker, certs):
+    """What a client sees, pinned so a failure is not misread: librdkafka's `list_topics` (its Metadata call)
+    raises `_TRANSPORT` ("Failed to get metadata: Local: Broker transport failure") whenever no broker
+    became usable in time, whatever the reason (rd_kafka_metadata returns it when no broker is up); the
+    broker's SaslAuthenticate answer reaches the error callback as `_AUTHENTICATION` with Kafka's text."""
+    errors: list[KafkaError] = []
+    admin = AdminClient({**_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", "not-the-password"),
+                         "error_cb": errors.append})
+    with pytest.raises(KafkaException) as raised:
+        admin.list_topics(timeout=2)
+    assert raised.value.args[0].code() == KafkaError._TRANSPORT
+    admin.poll(0)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+    assert SCRAM_FAILED.format("SCRAM-SHA-256") in errors[0].str()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_a_failed_login_is_answered_on_the_wire_before_the_connection_closes(broker, certs, mechanism):
+    """The same rule in raw frames over TLS: after the delay, the whole SaslAuthenticate response with
+    SASL_AUTHENTICATION_FAILED and Kafka's message, then the close (EOF), and nothing else."""
+    client = TlsRawClient(broker.ports["SASL_SSL"], certs.client_context())
+    try:
+        if mechanism == "PLAIN":
+            answer = plain_login(client, "alice", "not-the-password")
+            message = PLAIN_FAILED
+        else:
+            answer = scram_login(client, mechanism, "alice", "not-the-password")
+            message = SCRAM_FAILED.format(mechanism)
+        assert (answer.error_code, answer.error_message) == (58, message)  # SASL_AUTHENTICATION_FAILED
+        assert client.is_closed_by_peer()
+    finally:
+        client.close()
+
+
+def test_a_login_after_the_scram_credential_was_deleted_fails_with_kafkas_message(broker, certs):
+    dave = _config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "dave", "dave-secret")
+    assert AdminClient(dave).list_topics(timeout=WAIT_S).brokers  # dave's credential works
+    bob = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-512", "bob", PASSWORDS["bob"]))
+    deletion = UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)
+    for future in bob.alter_user_scram_credentials([deletion], request_timeout=WAIT_S).values():
+        assert future.result(WAIT_S) is None
+    for client in ("producer", "admin"):
+        error = _first_error(dave, client)
+        assert error.code() == KafkaError._AUTHENTICATION, error
+        assert SCRAM_FAILED.format("SCRAM-SHA-256") in error.str()
+
+
+# -- CreateAcls after a busy session -------------------------------------------------------------------
+
+
+def test_create_acls_is_refused_to_a_scram_user_without_acls_after_a_busy_security_session(broker, certs):
+    """Rule: only super users and principals with ALTER on the cluster may create ACLs, whatever the
+    connections before did. After failed logins (of super users too), a certificate principal's refused
+    CreateAcls, the three super users' own CreateAcls/DescribeAcls/DeleteAcls over SASL_SSL and
+    SASL_PLAINTEXT, and re-authentications of a super user's connections, a SCRAM user without ACLs
+    logged in over SASL_SSL is refused with CLUSTER_AUTHORIZATION_FAILED (and so is the certificate
+    principal, on a new connection)."""
+    for listener, mechanism, user in (("SASL_SSL", "SCRAM-SHA-512", "bob"), ("SASL_SSL", "PLAIN", "admin"),
+                                      ("SASL_PLAINTEXT", "PLAIN", "carol"), ("SASL_SSL", "SCRAM-SHA-256", "alice")):
+        failed = _first_error(_config(broker, certs, listener, mechanism, user, "wrong"))
+        assert failed.code() == KafkaError._AUTHENTICATION, failed
+
+    writer = _config(broker, certs, "SSL", certificate=True)  # CN=writer,... -> User:writer
+    assert _create(AdminClient(writer), _acl("User:writer")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
+    anonymous = _config(broker, certs, "PLAINTEXT")
+    assert _create(AdminClient(anonymous), _acl("User:ANONYMOUS")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
+
+    admin = AdminClient(_config(broker, certs, "SASL_PLAINTEXT", "PLAIN", "admin", "admin-secret"))
+    bob = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-512", "bob", PASSWORDS["bob"]))
+    carol = AdminClient(_config(broker, certs, "SASL_PLAINTEXT", "PLAIN", "carol", "carol-secret"))
+    # ACLs on the cluster resource itself, so the refusal below is "ACLs apply, none allows ALTER".
+    assert _create(admin, _acl("User:*", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+                   _acl("User:writer")) == [None, None]
+    assert _create(bob, _acl("User:alice", ResourceType.GROUP, "alice-app")) == [None]
+    temporary = _acl("User:alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)
+    assert _create(carol, temporary) == [None]
+    removed = carol.delete_acls([AclBindingFilter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
+                                                  "User:alice", "*", AclOperation.ALTER, AclPermissionType.ALLOW)],
+                                request_timeout=WAIT_S)
+    assert [len(f.result(WAIT_S)) for f in removed.values()] == [1]
+
+    reauthentications = ("sharegroup_server_successful_reauthentication_total",
+                         {"listener": "SASL_SSL", "mechanism": "SCRAM-SHA-512"})
+    before = _scrape(broker.metrics_url, reauthentications[0], **reauthentications[1])
+    deadline = time.monotonic() + WAIT_S
+    step = 0
+    while _scrape(broker.metrics_url, reauthentications[0], **reauthentications[1]) < before + 1:
+        assert time.monotonic() < deadline, "bob's connections were never re-authenticated"
+        assert _create(bob, _acl(f"User:reader-{step}")) == [None]  # the super user stays served
+        step += 1
+        bob.poll(0.2)
+    assert _create(bob, _acl("User:after-reauth")) == [None]
+
+    alice = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", PASSWORDS["alice"]))
+    refused = _create(alice, _acl("User:mallory"), _acl("User:alice", ResourceType.BROKER, "kafka-cluster",
+                                                        AclOperation.ALL))
+    assert refused == [KafkaError.CLUSTER_AUTHORIZATION_FAILED] * 2
+    assert _create(AdminClient(writer), _acl("User:writer")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    principals = {b.principal for b in admin.describe_acls(everything, request_timeout=WAIT_S).result(WAIT_S)}
+    assert "User:mallory" not in principals  # nothing of alice's request was created
