@@ -401,11 +401,11 @@ def test_create_topics_needs_create_and_configs_need_describe_configs(broker, cl
              "configs": [{"name": k, "value": v} for k, v in configs]} for n in names]})
         return [(t.name, t.error_code, t.error_message, t.topic_config_error_code, t.configs) for t in answer.topics]
 
-    assert create("ct-a", "ct-a", "ct-b") == [("ct-a", INVALID_REQUEST, "Duplicate topic name.", 0, None),
-                                              ("ct-b", TOPIC_DENIED, "Authorization failed.", 0, None)]
+    assert create("ct-a", "ct-a", "ct-b") == [("ct-a", INVALID_REQUEST, "Duplicate topic name.", 0, ()),
+                                              ("ct-b", TOPIC_DENIED, "Authorization failed.", 0, ())]
     grant(broker, RT.TOPIC, "ct-b", Op.CREATE)
     [(name, code, _m, config_code, configs)] = create("ct-b", configs=[("retention.ms", "1000")])
-    assert (name, code, config_code, configs) == ("ct-b", NONE, TOPIC_DENIED, None)
+    assert (name, code, config_code, configs) == ("ct-b", NONE, TOPIC_DENIED, ())
     grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.CREATE)
     grant(broker, RT.TOPIC, "ct-c", Op.ALTER_CONFIGS)  # implies DESCRIBE_CONFIGS
     [(name, code, _m, config_code, configs)] = create("ct-c", configs=[("retention.ms", "1000")])
@@ -474,6 +474,21 @@ def test_configs_check_each_resource_by_its_type(broker, client):
     grant(broker, RT.CLUSTER, CLUSTER_NAME, Op.DESCRIBE_CONFIGS)
     assert [code for code, _m, _n in describe()] == [NONE, NONE, NONE]
     assert alter() == [NONE, GROUP_DENIED]
+
+
+def test_legacy_alter_configs_needs_alter_configs_as_incremental_does(broker, client):
+    topic(broker, "lcf")
+
+    def alter(validate_only=True):
+        answer = call(client, 33, 2, {"validate_only": validate_only, "resources": [
+            {"resource_type": 2, "resource_name": "lcf", "configs": [{"name": "retention.ms", "value": "1000"}]},
+            {"resource_type": 4, "resource_name": "1", "configs": []}]})
+        return [(r.error_code, r.error_message) for r in answer.responses]
+
+    assert alter() == [(TOPIC_DENIED, "Topic authorization failed."), (CLUSTER_DENIED, "Cluster authorization failed.")]
+    grant(broker, RT.TOPIC, "lcf", Op.ALTER_CONFIGS)
+    assert alter(validate_only=False)[0] == (NONE, None)
+    assert broker.store.topic_configs("lcf") == {"retention.ms": "1000"}
 
 
 # -- the ACL APIs themselves -------------------------------------------------------------------------------

@@ -20,6 +20,11 @@ topic value is `ShareError(INVALID_CONFIG)`, as Kafka answers CreateTopics.
 The two timestamp bounds are how far a CreateTime record timestamp may lie before / after the broker's
 clock when it is produced (Kafka's LogValidator; `record_batch.check_timestamps`); Kafka 4.0 lowered the
 after bound's default from no limit to one hour.
+
+`log_append_time` is the topic key `message.timestamp.type` (CreateTime / LogAppendTime; its broker key
+`log.message.timestamp.type` is accepted but not acted on, so topics default to CreateTime): with
+LogAppendTime the broker stamps each appended batch with its own clock (`record_batch.stamp_log_append_time`)
+and the two bounds do not apply, as in Kafka.
 """
 
 from __future__ import annotations
@@ -66,14 +71,13 @@ def _refusal(key: str, value: str) -> str | None:
     tiered storage."""
     if key == "cleanup.policy" and set(value.split(",")) != {"delete"}:
         return f"cleanup.policy={value} is not supported by this broker (no log compaction; only delete)"
-    if key == "message.timestamp.type" and value == "LogAppendTime":
-        return "message.timestamp.type=LogAppendTime is not supported by this broker"
     if key == "remote.storage.enable" and value == "true":
         return ("Tiered Storage functionality is disabled in the broker. "
                 "Topic cannot be configured with remote log storage.")
     return None
 
 
+_TIMESTAMP_TYPE = "message.timestamp.type"  # acted on: LogAppendTime makes the broker stamp each batch
 TOPIC_CONFIG_KEYS = frozenset({v[1] for v in _INT_FIELDS.values() if v[1]}) | _ACCEPTED_TOPIC_KEYS
 
 
@@ -101,6 +105,7 @@ class LogConfig:
     producer_id_expiration_ms: int = 86_400_000
     message_timestamp_before_max_ms: int = _LONG_MAX
     message_timestamp_after_max_ms: int = 3_600_000
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime: the broker stamps each batch
 
     def __post_init__(self) -> None:
         for name, (key, _, low, high) in _INT_FIELDS.items():
@@ -109,6 +114,8 @@ class LogConfig:
                 raise ValueError(f"{key} must be an integer in [{low}, {high}], got {value!r}")
         if not isinstance(self.auto_create_topics_enable, bool):
             raise ValueError(f"auto.create.topics.enable must be true or false, got {self.auto_create_topics_enable!r}")
+        if not isinstance(self.log_append_time, bool):
+            raise ValueError(f"log_append_time must be true or false, got {self.log_append_time!r}")
 
     @classmethod
     def from_broker_configs(cls, configs: Mapping[str, object]) -> LogConfig:
@@ -147,7 +154,7 @@ class LogConfig:
         kw: dict[str, int] = {}
         by_topic_key = {v[1]: name for name, v in _INT_FIELDS.items() if v[1]}
         if stored:
-            configs = {k: v for k, v in configs.items() if k in by_topic_key}
+            configs = {k: v for k, v in configs.items() if k in by_topic_key or k == _TIMESTAMP_TYPE}
         for key, raw in configs.items():
             if key in by_topic_key:
                 name = by_topic_key[key]
@@ -169,6 +176,8 @@ class LogConfig:
                 refusal = _refusal(key, value_text)
                 if refusal is not None:
                     raise ShareError(Errors.INVALID_CONFIG, refusal)
+                if key == _TIMESTAMP_TYPE:
+                    kw["log_append_time"] = value_text == "LogAppendTime"
             else:
                 raise ShareError(Errors.INVALID_CONFIG, f"Unknown topic config name: {key}")
         lags = [int(TOPIC_CONFIG_DEFS[k].parse(configs.get(k, TOPIC_CONFIG_DEFS[k].default)))

@@ -65,6 +65,7 @@ __all__ = [
     "RecordValidationError",
     "INVALID_TIMESTAMP_MESSAGE",
     "set_base_offset",
+    "stamp_log_append_time",
     "control_type",
     "record_timestamps",
     "last_sequence",
@@ -346,6 +347,25 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int, par
     Kafka leader does. Neither is covered by the CRC, so the batch stays valid."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
     _PLE.pack_into(buf, pos + 12, partition_leader_epoch)
+
+
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_MAX_TIMESTAMP_POS = 35  # attributes (2), lastOffsetDelta (4), baseTimestamp (8) after the attributes
+
+
+def stamp_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHeader, now_ms: int) -> BatchHeader:
+    """Stamp the batch at `pos` with the broker's time, as a Kafka leader does for a LogAppendTime topic:
+    set the timestamp-type attribute bit and maxTimestamp = `now_ms` (base timestamp and the records'
+    deltas stay; readers take maxTimestamp as every record's timestamp), then recompute the CRC, which
+    covers both. Returns the batch's new header."""
+    attributes = header.attributes | TIMESTAMP_TYPE_BIT
+    _ATTRIBUTES.pack_into(buf, pos + _ATTRIBUTES_POS, attributes)
+    _TIMESTAMP.pack_into(buf, pos + _MAX_TIMESTAMP_POS, now_ms)
+    crc = batch_crc(buf, pos, header.size_bytes)
+    _CRC.pack_into(buf, pos + _CRC_POS, crc)
+    return header._replace(attributes=attributes, max_timestamp=now_ms, crc=crc)
 
 
 # -- varints (zigzag, protobuf style, as records use them) ---------------------------------------

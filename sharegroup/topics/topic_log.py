@@ -50,11 +50,13 @@ from .producer_state import ProducerEntry, ProducerStateManager, TransactionInde
 from .record_batch import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
+    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     build_control_batch,
     check_timestamps,
     parse_header,
     set_base_offset,
+    stamp_log_append_time,
     validate_produce_batches,
 )
 from .segment_files import (
@@ -252,7 +254,8 @@ class TopicLog:
         """Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
         carries (`max_batches`: how many the caller allows; None for any number). `now_ms` is the broker's
         clock, which the record timestamps must lie near (the topic's `message.timestamp.before.max.ms` /
-        `.after.max.ms`; else RecordValidationError, INVALID_TIMESTAMP).
+        `.after.max.ms`; else RecordValidationError, INVALID_TIMESTAMP); on a LogAppendTime topic it is
+        instead stamped on each batch (`stamp_log_append_time`) and answered as `log_append_time_ms`.
 
         Raises ShareError with Kafka's code, changing nothing, for bad batches (record_batch), a request
         larger than `segment.bytes` (RECORD_LIST_TOO_LARGE), producer epoch/sequence faults
@@ -262,8 +265,13 @@ class TopicLog:
         self._check_writable()
         headers = validate_produce_batches(records, max_message_bytes=self.config.max_message_bytes,
                                            max_batches=max_batches)
-        check_timestamps(records, headers, now_ms=now_ms, before_max_ms=self.config.message_timestamp_before_max_ms,
-                         after_max_ms=self.config.message_timestamp_after_max_ms)
+        log_append_time = self.config.log_append_time  # read once: an alter may change it meanwhile
+        if log_append_time:  # the broker's time replaces the producer's: Kafka checks no bounds then
+            headers = [h._replace(attributes=h.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=now_ms) for h in headers]
+        else:
+            check_timestamps(records, headers, now_ms=now_ms,
+                             before_max_ms=self.config.message_timestamp_before_max_ms,
+                             after_max_ms=self.config.message_timestamp_after_max_ms)
         size = len(records)
         if size > self.config.segment_bytes:
             raise ShareError(Errors.RECORD_LIST_TOO_LARGE,
@@ -280,18 +288,21 @@ class TopicLog:
             return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self._start, True)
         data = bytearray(records)
         pos = 0
+        assigned = []
         for h, base in zip(headers, bases):
             set_base_offset(data, pos, base, PARTITION_LEADER_EPOCH)
+            h = h._replace(base_offset=base, partition_leader_epoch=PARTITION_LEADER_EPOCH)
+            assigned.append(stamp_log_append_time(data, pos, h, now_ms) if log_append_time else h)
             pos += h.size_bytes
-        assigned = [h._replace(base_offset=b, partition_leader_epoch=PARTITION_LEADER_EPOCH)
-                    for h, b in zip(headers, bases)]
+        append_time_ms = now_ms if log_append_time else -1
         before = {pid: self._producers.entry(pid) for pid in updates}
         pending = self._enqueue(data, assigned, [None] * len(assigned), before)
         self._producers.apply(updates)
         if acks == 0:
             pending.future.add_done_callback(retrieve)
-            return AppendResult(bases[0], assigned[-1].last_offset, -1, self._start)
-        return await asyncio.shield(pending.future)
+            return AppendResult(bases[0], assigned[-1].last_offset, append_time_ms, self._start)
+        result: AppendResult = await asyncio.shield(pending.future)
+        return result._replace(log_append_time_ms=append_time_ms)
 
     async def write_transaction_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
                                        coordinator_epoch: int = 0, timestamp_ms: int = 0) -> AppendResult:

@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32) v1-4 and IncrementalAlterConfigs (key 44) v0-1 for topics, brokers, groups.
+"""DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2 and IncrementalAlterConfigs (key 44) v0-1 for
+topics, brokers, groups.
 
 Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
 - A topic describes every topic config of Kafka 4.x (`topic_config_defs`), read-write, with its Kafka
@@ -32,6 +33,12 @@ here (BROKER_LOGGER, CLIENT_METRICS), the same resource twice in one request, a 
 resource, or a null value for any operation but DELETE is INVALID_REQUEST (the last two before
 authorization, as Kafka's broker checks them before forwarding to its controller). A topic's new
 configs are checked before its existence (Kafka's order). `validate_only` checks only.
+
+AlterConfigs (deprecated in Kafka but still served, and the only alter some admin clients have) is
+Kafka's non-incremental REPLACE: the given configs become the resource's whole set of dynamic configs,
+keys not given revert to their defaults; it is checked as IncrementalAlterConfigs checks a SET of each
+given key (a null value is INVALID_REQUEST). A broker resource has no dynamic configs here, so an empty
+set succeeds (for "" or this node) and any key is the same INVALID_REQUEST as above.
 
 Authorization per resource, before anything else of it: DescribeConfigs needs DESCRIBE_CONFIGS and
 IncrementalAlterConfigs ALTER_CONFIGS on the CLUSTER (for a BROKER resource), on the topic (TOPIC) or on
@@ -313,7 +320,9 @@ def _shape_refusal(resource: Any) -> str | None:
     value for any operation but DELETE; None when the resource is well formed."""
     if len({c.name for c in resource.configs}) != len(resource.configs):
         return "Error due to duplicate config keys"
-    nulls = [c.name for c in resource.configs if int(c.config_operation) != DELETE and c.value is None]
+    # AlterConfigs' configs carry no operation: each is a SET
+    nulls = [c.name for c in resource.configs
+             if int(getattr(c, "config_operation", SET)) != DELETE and c.value is None]
     return f"Null value not supported for : {', '.join(nulls)}" if nulls else None
 
 
@@ -404,7 +413,71 @@ def incremental_alter_error(ctx: RequestContext, request: Any, code: int) -> Any
     return ctx.response({"throttle_time": 0, "responses": [_altered(r, code) for r in request.resources]})
 
 
+# -- AlterConfigs (legacy, non-incremental) ----------------------------------------------------------
+
+
+def _replacing(current: Iterable[str], resource: Any) -> list[tuple[str, int, str | None]]:
+    """The incremental changes that make the given configs the resource's whole set (Kafka's REPLACE):
+    SET each given key, DELETE each current key not given (it reverts to its default)."""
+    given = [(c.name, SET, c.value) for c in resource.configs]
+    named = {c.name for c in resource.configs}
+    return given + [(key, DELETE, None) for key in sorted(current) if key not in named]
+
+
+async def _replace(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    kind, name = int(resource.resource_type), resource.resource_name
+    if kind == TOPIC:
+        current = ctx.broker.store.topic_configs(name)
+        await _alter_topic(ctx, name, _replacing(current or {}, resource), validate_only)
+    elif kind == GROUP:
+        own = [k for k, (_v, is_own) in _group_store(ctx).effective(name).items() if is_own] if name else []
+        await _alter_group(ctx, name, _replacing(own, resource), validate_only)
+    else:  # BROKER: no dynamic broker configs here, so only the empty set (nothing to replace) succeeds
+        if resource.configs:
+            await _alter_broker(ctx, name, _replacing((), resource), validate_only)
+        _check_broker_name(ctx, name)
+
+
+async def legacy_alter(ctx: RequestContext, request: Any) -> Any:
+    """AlterConfigs v0-2: each resource's given configs replace all its dynamic configs. Checked in the
+    order IncrementalAlterConfigs checks (shape, type, authorization, then the new set)."""
+    twice = _duplicates(request.resources)
+    responses = []
+    for resource in request.resources:
+        key = (int(resource.resource_type), resource.resource_name)
+        if key in twice:
+            responses.append(_altered(resource, ErrorCode.invalid_request, "Each resource must appear at most once."))
+            continue
+        malformed = _shape_refusal(resource)  # every value is a SET here: a null value is refused
+        if malformed is not None:
+            responses.append(_altered(resource, ErrorCode.invalid_request, malformed))
+            continue
+        if key[0] not in _ACL_RESOURCE:
+            responses.append(_altered(resource, ErrorCode.unsupported_version, f"Unknown resource type {key[0]}."))
+            continue
+        refused = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
+        if refused is not None:
+            responses.append(_altered(resource, *refused))
+            continue
+        if key[0] not in _ALTERERS:
+            responses.append(_altered(resource, ErrorCode.invalid_request,
+                                      f"AlterConfigs is deprecated and does not support the resource type "
+                                      f"{_TYPE_NAMES.get(key[0], key[0])}"))
+            continue
+        try:
+            await _replace(ctx, resource, bool(request.validate_only))
+        except ShareError as exc:
+            responses.append(_altered(resource, int(exc.error), exc.message or None))
+            continue
+        responses.append(_altered(resource, ErrorCode.none))
+    return ctx.response({"throttle_time": 0, "responses": responses})
+
+
+_TYPE_NAMES = {BROKER_LOGGER: "BROKER_LOGGER", CLIENT_METRICS: "CLIENT_METRICS"}
+
+
 HANDLERS = (
     ApiHandler(32, "DescribeConfigs", 1, 4, describe, describe_error),
+    ApiHandler(33, "AlterConfigs", 0, 2, legacy_alter, incremental_alter_error),
     ApiHandler(44, "IncrementalAlterConfigs", 0, 1, incremental_alter, incremental_alter_error),
 )

@@ -5,6 +5,7 @@ or -1 (`num.partitions`), replication factor 1 or -1, no manual assignment, know
 listed twice in one request is INVALID_REQUEST for that name. `validate_only` checks without creating.
 v5+ results carry the partition count, replication factor and the topic's effective configs (the entries
 DescribeConfigs lists: defaults included, each with its source, as Kafka returns them); v7 the topic id.
+A failed topic's v5+ result has an empty configs array (Kafka's default; never null).
 
 Authorization (Kafka's): CREATE on the cluster allows every name; otherwise CREATE on each topic name,
 else TOPIC_AUTHORIZATION_FAILED "Authorization failed." (names listed twice are INVALID_REQUEST first).
@@ -45,9 +46,11 @@ def _result(name: str, code: int, message: str | None, topic_id=ZERO_UUID, num_p
         "topic_config_error_code": 0,
         "num_partitions": num_partitions,
         "replication_factor": replication_factor,
-        "configs": None if configs is None else [
+        # a failed topic's configs are an empty array, never null: Kafka's generated response leaves the
+        # field at its default, and clients that decode strictly cannot read a null here
+        "configs": [
             {"name": k, "value": v, "read_only": False, "config_source": source, "is_sensitive": False}
-            for k, (v, source) in sorted(configs.items())
+            for k, (v, source) in sorted((configs or {}).items())
         ],
     }
 
