@@ -22,7 +22,6 @@ closes the share sessions it opened and a retention pass pushes moved log starts
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import uuid
 from collections import Counter
@@ -42,6 +41,7 @@ from .security.listeners import Listener
 from .security.ssl_principal import NoMatchingRule
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
+from .turns import PipelineTurns
 from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics, wire_metrics_for
 
@@ -122,6 +122,7 @@ class Broker:
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self._acceptors: list[Acceptor] = []
         self.connections: set[Connection] = set()  # the connections being served
+        self.turns = PipelineTurns()  # pipelined requests of all connections start one per pass of the loop
         self._closing = False
         self._retention_task: asyncio.Task[None] | None = None
 
@@ -172,7 +173,7 @@ class Broker:
             writer.close()
             return
         try:
-            connection = Connection(self, reader, writer, listener)
+            connection = Connection(self, reader, writer, listener, self.turns)
         except NoMatchingRule as exc:  # a client certificate no ssl.principal.mapping.rules rule applies to
             log.warning("closing connection on listener %s: %s", listener.name, exc)
             self.metrics.closed_connections.inc()

@@ -3,8 +3,9 @@
 A reader task reads frames ahead (pipelining) and a processor handles them one at a time, in order:
 it decodes the header and body with kio, runs the handler and writes the response before it takes the
 next frame. So responses come back in the order the requests were sent and appends of one producer stay
-in order. Other connections are independent tasks; a processor with more frames waiting yields to the
-event loop after each request, so a busy connection gets one request handled per turn, like any other.
+in order. Other connections are independent tasks. A request with more of its connection's requests
+waiting behind it first takes a turn (`turns.PipelineTurns`, one per pass of the event loop among all
+pipelining connections), so clients that pipeline cannot crowd out one that sends a request at a time.
 
 Limits (Kafka's socket server mutes a channel while its one request is in flight; this broker allows a
 few, in order):
@@ -47,6 +48,7 @@ from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
 from .security.listeners import Listener
 from .security.sasl import SaslAuthenticator, authenticator_for
+from .turns import PipelineTurns
 
 __all__ = ["BODY_CHUNK_BYTES", "Connection", "MAX_IN_FLIGHT_REQUESTS", "SEND_BUFFER_HIGH_BYTES"]
 
@@ -65,8 +67,9 @@ class Connection:
     """Serves one accepted socket until the client leaves, sends bad input, or the broker stops."""
 
     def __init__(self, broker: BrokerView, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener: Listener | None = None) -> None:
+                 listener: Listener | None = None, turns: PipelineTurns | None = None) -> None:
         self.broker = broker
+        self._turns = turns if turns is not None else PipelineTurns()  # the broker's, shared by its connections
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -245,6 +248,8 @@ class Connection:
             self._queued_bytes -= len(frame)
             self._progress.set()
             self._check()
+            if not self._frames.empty():  # more requests wait behind this one: a pipelined request's turn
+                await self._turns.take()
             try:
                 if self.sasl is not None and self.sasl.wants(frame):
                     out = await self.sasl.receive(frame)
@@ -261,8 +266,6 @@ class Connection:
             self.requests_handled += 1
             self._in_flight -= 1
             self._progress.set()
-            if not self._frames.empty():
-                await asyncio.sleep(0)  # one request per turn: other connections' requests come first
 
     async def _close_for(self, exc: CloseConnection) -> None:
         """Close for `exc`: after its delay (muted meanwhile: nothing else of this connection is handled)
