@@ -53,6 +53,16 @@ def served(client: RawClient) -> bool:
         return False
 
 
+def closed_after_reading_what_came(client: RawClient) -> bool:
+    """Reads whatever the broker had sent, then True at EOF or reset (within the client's I/O timeout)."""
+    try:
+        while client.sock.recv(1 << 16):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
 def connections_of(broker: BrokerThread) -> list:
     return broker.call(_snapshot(broker))
 
@@ -155,6 +165,21 @@ def test_a_client_that_never_reads_is_closed_after_connections_max_idle_ms(tmp_p
     wait_until(lambda: not connections_of(b), "the non-reading connection to be closed")
     assert _counter(b.broker.metrics.connections_timed_out, "responses") == timed_out + 1
     assert b.broker.quotas.total == 0
+    hog.close()
+
+
+def test_the_broker_stops_promptly_beside_a_client_that_does_not_read(tmp_path):
+    """Stopping drops what a non-reading client was sent (it would otherwise wait for it to read)."""
+    b = BrokerThread(tmp_path)
+    try:
+        info = b.call(b.store.create_topic("big", 1))
+        b.call(b.store.append(info.topic_id, 0, batch_bytes(1, value=b"v" * BIG_RECORD_BYTES), acks=-1))
+        hog = RawClient(b.broker.port)
+        hog.send_raw(b"".join(_fetch_frame(hog, info.topic_id) for _ in range(REQUESTS)))
+        wait_until(lambda: any(c.reads_paused for c in connections_of(b)), "the hog to be paused")
+    finally:
+        b.stop()  # within the harness's bounded wait, or it raises
+    assert closed_after_reading_what_came(hog)
     hog.close()
 
 
@@ -392,3 +417,51 @@ def test_produce_pipelined_up_to_the_bound_keeps_its_order(tmp_path, stop_later)
         offsets.append(entity_reader(cls)(frame, at)[0].responses[0].partition_responses[0].base_offset)
     assert offsets == [2 * i for i in range(3 * MAX_IN_FLIGHT_REQUESTS)]
     client.close()
+
+
+# -- turns of pipelined requests ---------------------------------------------------------------------
+
+
+def test_pipelined_requests_start_one_per_pass_of_the_event_loop_in_fifo_order():
+    """Three pipelining connections each start three requests: one start per pass of the loop, taken in
+    the order asked (A, B, C, A, ...); a cancelled waiter does not hold the others up."""
+    import asyncio
+
+    from sharegroup.server.turns import PipelineTurns
+
+    async def scenario() -> tuple[list[tuple[int, str]], int]:
+        loop = asyncio.get_running_loop()
+        turns = PipelineTurns()
+        passes = [0]
+        ticking = [True]
+
+        def tick() -> None:  # counts passes of the loop while the scenario runs
+            passes[0] += 1
+            if ticking[0]:
+                loop.call_soon(tick)
+
+        loop.call_soon(tick)
+        started: list[tuple[int, str]] = []
+
+        async def connection(name: str) -> None:
+            for _ in range(3):
+                await turns.take()
+                started.append((passes[0], name))
+                turns._check()
+                await asyncio.sleep(0)  # the request's handling
+
+        doomed = asyncio.create_task(turns.take())  # takes the free turn of this pass
+        await asyncio.sleep(0)
+        waiting = asyncio.create_task(turns.take())  # queued behind it, then cancelled
+        await asyncio.sleep(0)
+        waiting.cancel()
+        await asyncio.gather(doomed, waiting, return_exceptions=True)
+        await asyncio.gather(*(connection(n) for n in "ABC"))
+        ticking[0] = False
+        return started, turns.waiting
+
+    started, left_waiting = asyncio.run(scenario())
+    assert [name for _pass, name in started] == list("ABC" * 3)
+    pass_numbers = [p for p, _name in started]
+    assert len(set(pass_numbers)) == len(pass_numbers)  # never two starts in one pass
+    assert left_waiting == 0

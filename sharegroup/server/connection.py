@@ -108,7 +108,11 @@ class Connection:
         finally:
             reader_task.cancel()
             await asyncio.gather(reader_task, return_exceptions=True)
-            await self._close_transport()
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the broker stops: unsent responses are dropped
+                self.writer.transport.abort()
+            else:
+                await self._close_transport()
 
     async def _close_transport(self) -> None:
         """Close after the responses written so far are sent; abort when the client does not take them
