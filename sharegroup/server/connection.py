@@ -121,8 +121,10 @@ class Connection:
         try:
             async with asyncio.timeout(self._idle_s()):
                 await self.writer.wait_closed()
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError) as exc:  # cancelled: the broker stops meanwhile
             self.writer.transport.abort()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
         except (ConnectionError, OSError):
             pass
 
