@@ -21,7 +21,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 
 from .authorization import ANONYMOUS, SUPPORTED_OPERATIONS, AclOperation, Authorizer, ResourceType
 from .broker_config import ServeConfig
-from .codec import build, response_class
+from .codec import EncodedResponse, build, response_class
 from .security.broker_security import BrokerSecurity
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
@@ -151,7 +151,8 @@ class RequestContext:
 
 # A handler is given the decoded kio request of one of the versions it serves (each version is its own
 # kio class; the handler reads the fields by name) and answers with a kio response of the same version.
-Handle = Callable[[RequestContext, RequestPayload], Awaitable[ResponsePayload | None]]
+# (Or an `EncodedResponse`: a constant answer encoded once.)
+Handle = Callable[[RequestContext, RequestPayload], Awaitable[ResponsePayload | EncodedResponse | None]]
 ErrorResponse = Callable[[RequestContext, RequestPayload, int], ResponsePayload]
 
 

@@ -9,7 +9,10 @@ started and stopped by `sharegroup serve` (see `serve.py`) or in-process by test
 
 Listeners: without security settings, one PLAINTEXT listener on `host:port`; with `listeners` (and TLS /
 SASL settings, see `security/`) one server socket per listener, each connection knowing its listener.
-`broker.host`/`broker.port` are the first listener's bound address.
+`broker.host`/`broker.port` are the first listener's bound address. Each listener has an `Acceptor`
+(acceptor.py) that applies Kafka's connection quotas (`max.connections`, `max.connections.per.ip`; see
+connection_quotas.py) and socket buffer sizes; each connection bounds its requests in flight
+(connection.py).
 
 `broker.close()` closes the share services before the store. With share services, a closed connection
 closes the share sessions it opened and a retention pass pushes moved log starts into them. Without them
@@ -19,17 +22,18 @@ closes the share sessions it opened and a retention pass pushes moved log starts
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
+from .acceptor import Acceptor
 from .api import ApiHandler, HandlerRegistry
 from .authorization import Authorizer
 from .broker_config import ServeConfig
 from .connection import Connection
+from .connection_quotas import ConnectionQuotas
 from .handlers import all_handlers
 from .security.authorizer import authorizer_for
 from .security.broker_security import BrokerSecurity
@@ -37,6 +41,7 @@ from .security.listeners import Listener
 from .security.ssl_principal import NoMatchingRule
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
+from .turns import PipelineTurns
 from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics, wire_metrics_for
 
@@ -86,6 +91,7 @@ class Broker:
         metrics: WireMetrics | None = None,
         authorizer: Authorizer | None = None,
         security: BrokerSecurity | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         if handlers is None:
             handlers = all_handlers()
@@ -108,26 +114,32 @@ class Broker:
         if security is None:
             security = BrokerSecurity.from_config(config, self.data_dir, host, port)
         self.security = security
+        # max.connections (broker-wide and per listener), max.connections.per.ip and its overrides (ValueError
+        # when an override's host does not resolve).
+        if quotas is None:
+            quotas = ConnectionQuotas.from_config(config, (listener.name for listener in security.listeners))
+        self.quotas = quotas
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
-        self._servers: list[asyncio.Server] = []
-        self._server: asyncio.Server | None = None
-        self._connections: dict[asyncio.Task[None], Connection] = {}  # served connections, by their task
+        self._acceptors: list[Acceptor] = []
+        # The connections being served; a closed one stays until its share sessions are closed.
+        self.connections: set[Connection] = set()
+        self.turns = PipelineTurns()  # pipelined requests of all connections start one per pass of the loop
         self._closing = False
         self._retention_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Bind every listener and start accepting; with port 0 the bound port is stored in `self.bound`
         (and, for the first listener, in `self.host`/`self.port`)."""
+        config = self.config
         for listener in self.security.listeners:
             context = self.security.contexts.get(listener.name)
-            tls: dict[str, Any] = {}
-            if context is not None:
-                tls = {"ssl": context, "ssl_handshake_timeout": self.security.handshake_timeout_s}
-            server = await asyncio.start_server(functools.partial(self._accept, listener), listener.host or None,
-                                                listener.port, reuse_address=True, **tls)
-            self._servers.append(server)
-            self.bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
-        self._server = self._servers[0]
+            acceptor = Acceptor(listener, self.quotas, self.metrics, self._serve_connection, tls=context,
+                                handshake_timeout_s=self.security.handshake_timeout_s,
+                                send_buffer_bytes=config["socket.send.buffer.bytes"],
+                                receive_buffer_bytes=config["socket.receive.buffer.bytes"],
+                                backlog=config["socket.listen.backlog.size"])
+            self._acceptors.append(acceptor)
+            self.bound[listener.name] = await acceptor.start()
         self.host, self.port = self.bound[self.security.listeners[0].name]
         self._retention_task = asyncio.create_task(self._enforce_retention(), name="log retention")
 
@@ -156,20 +168,19 @@ class Broker:
             port = bound_port
         return (local_host if host in ("", "0.0.0.0", "::") else host), port
 
-    async def _accept(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_connection(self, listener: Listener, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
         if self._closing:
             writer.close()
             return
         try:
-            connection = Connection(self, reader, writer, listener)
+            connection = Connection(self, reader, writer, listener, self.turns)
         except NoMatchingRule as exc:  # a client certificate no ssl.principal.mapping.rules rule applies to
             log.warning("closing connection on listener %s: %s", listener.name, exc)
             self.metrics.closed_connections.inc()
             writer.close()
             return
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections[task] = connection
+        self.connections.add(connection)
         self.metrics.connections.inc()
         try:
             await connection.serve()
@@ -188,13 +199,13 @@ class Broker:
                     except Exception:
                         log.exception("closing the share sessions of %s failed", connection.peer)
             finally:  # counted as served until its share sessions are dealt with
-                del self._connections[task]
+                self.connections.discard(connection)
                 self.metrics.connections.dec()
 
     @property
     def connection_ids(self) -> frozenset[str]:
         """The ids of the connections being served; a closed one stays until its share sessions are closed."""
-        return frozenset(connection.connection_id for connection in self._connections.values())
+        return frozenset(connection.connection_id for connection in self.connections)
 
     def count_request(self, api_name: str, latency_s: float) -> None:
         self.request_counts[api_name] += 1
@@ -207,14 +218,8 @@ class Broker:
         if self._retention_task is not None:
             self._retention_task.cancel()
             await asyncio.gather(self._retention_task, return_exceptions=True)
-        for server in self._servers:
-            server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-        for server in self._servers:
-            await server.wait_closed()
+        for acceptor in self._acceptors:  # stops accepting, then ends the listener's connections
+            await acceptor.close()
         if self.share is not None:  # before the store: the services may still read or write through it
             await self.share.close()
         await self.store.close()

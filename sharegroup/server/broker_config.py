@@ -29,6 +29,7 @@ __all__ = [
     "KNOWN_UNUSED",
     "ConfigDef",
     "ServeConfig",
+    "parse_connection_overrides",
     "parse_properties",
     "parse_super_users",
 ]
@@ -216,6 +217,56 @@ CONFIG_DEFS.update(_defs(
               doc="largest SASL message accepted before authentication"),
 ))
 _SASL_MECHANISM_PREFIXES = ("plain.", "scram-sha-256.", "scram-sha-512.", "gssapi.", "oauthbearer.")
+
+# Connection limits and socket buffers (SocketServerConfigs); read by `sharegroup/server/connection_quotas.py`,
+# `acceptor.py` and `connection.py`. `max.connections` may also be set per listener
+# (`listener.name.<l>.max.connections`).
+CONFIG_DEFS.update(_defs(
+    ConfigDef("max.connections", "int", INT32_MAX, 0,
+              doc="most connections open at once; a new one waits to be accepted until one closes"),
+    ConfigDef("max.connections.per.ip", "int", INT32_MAX, 0,
+              doc="most connections from one IP address; more are closed at once (0 needs overrides)"),
+    ConfigDef("max.connections.per.ip.overrides", "string", "",
+              doc="per-IP or host name limits, HOST:COUNT,... (e.g. hostName:100,127.0.0.1:200)"),
+    ConfigDef("socket.send.buffer.bytes", "int", 102_400, -1, doc="SO_SNDBUF of client sockets; -1: the OS default"),
+    ConfigDef("socket.receive.buffer.bytes", "int", 102_400, -1,
+              doc="SO_RCVBUF of client sockets; -1: the OS default"),
+    ConfigDef("socket.listen.backlog.size", "int", 50, 1, doc="connections waiting to be accepted, per listener"),
+))
+_VALID_HOST = re.compile(r"^[0-9A-Za-z\-%._:]+$")  # Kafka's check of an override's host (Utils.validHostPattern)
+
+
+def parse_connection_overrides(text: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: `HOST:COUNT,...` as {host: count}. The count follows the last
+    `:` (so an IPv6 address needs no brackets); `ValueError` naming the key for a bad entry."""
+    key = "max.connections.per.ip.overrides"
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host:
+            raise ValueError(f"{key}: invalid entry {item!r} (expected HOST:COUNT, e.g. 127.0.0.1:200)")
+        if not _VALID_HOST.match(host):
+            raise ValueError(f"{key} contains invalid addresses : {host}")
+        try:
+            value = int(count.strip())
+        except ValueError:
+            raise ValueError(f"{key}: the count of {item!r} must be an integer") from None
+        if not 0 <= value <= INT32_MAX:
+            raise ValueError(f"{key}: the count of {item!r} must be in [0, {INT32_MAX}]")
+        out[host] = value
+    return out
+
+
+def _check_connection_limits(values: Mapping[str, Any]) -> None:
+    """Kafka's start-up checks of the connection limits: overrides parse; 0 per IP only with overrides."""
+    overrides = parse_connection_overrides(values["max.connections.per.ip.overrides"])
+    if values["max.connections.per.ip"] == 0 and not overrides:
+        raise ValueError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                         "property is set.")
 
 # Group-level share configs settable as defaults with --group-config, with the broker key whose
 # min/max bound them (Kafka's GroupConfig validation) and, for strings, the allowed values.
@@ -414,6 +465,7 @@ class ServeConfig:
                 raise ValueError(f"unknown broker config {key!r} (not a Kafka broker config)")
         _check_ranges(values)
         _check_authorizer(values)
+        _check_connection_limits(values)
         # A per-listener key of a listener serve does not have (a Kafka install's CONTROLLER listener) is unused.
         names = {n.lower() for n in re.findall(r"([A-Za-z][A-Za-z0-9_]*)://", values["listeners"] or "PLAINTEXT://")}
         for key in [k for k in listener_configs if k.split(".")[2] not in names]:
@@ -440,7 +492,8 @@ def _listener_config_def(key: str) -> ConfigDef | None:
         if rest.startswith(prefix) and rest[len(prefix):] in ("sasl.jaas.config", "connections.max.reauth.ms"):
             rest = rest[len(prefix):]
     d = CONFIG_DEFS.get(rest)
-    if d is None or not (rest.startswith(("ssl.", "sasl.")) or rest == "connections.max.reauth.ms"):
+    per_listener = rest.startswith(("ssl.", "sasl.")) or rest in ("connections.max.reauth.ms", "max.connections")
+    if d is None or not per_listener:
         return None
     return ConfigDef(key, d.type, d.default, d.min, d.max, d.choices)
 

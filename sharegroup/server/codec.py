@@ -28,10 +28,12 @@ from kio.static.primitive import i32Timedelta, i64Timedelta
 __all__ = [
     "API_VERSIONS_KEY",
     "DecodeFailure",
+    "EncodedResponse",
     "RequestHeader",
     "build",
     "decode_body",
     "decode_header",
+    "encode_body",
     "encode_response",
     "request_class",
     "response_class",
@@ -93,13 +95,34 @@ def decode_body(cls: type, frame: bytes | memoryview, offset: int) -> Any:
     return body
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body encoded once, for an answer that is the same every time (ApiVersions'): answering
+    it writes a header and these bytes instead of encoding the body again."""
+
+    header_schema: type
+    body: bytes
+
+
+def encode_body(body: Any) -> EncodedResponse:
+    """`body` encoded once (see `EncodedResponse`)."""
+    buf = io.BytesIO()
+    entity_writer(type(body))(buf, body)
+    return EncodedResponse(type(body).__header_schema__, buf.getvalue())
+
+
 def encode_response(correlation_id: int, body: Any) -> bytes:
-    """Size prefix + response header (v0 or v1, as the message's schema says; ApiVersions is always v0) + body."""
-    header_cls = type(body).__header_schema__
+    """Size prefix + response header (v0 or v1, as the message's schema says; ApiVersions is always v0) + body
+    (a kio response, or an `EncodedResponse`)."""
+    encoded = body if isinstance(body, EncodedResponse) else None
+    header_cls = encoded.header_schema if encoded is not None else type(body).__header_schema__
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     entity_writer(header_cls)(buf, header_cls(correlation_id=correlation_id))
-    entity_writer(type(body))(buf, body)
+    if encoded is not None:
+        buf.write(encoded.body)
+    else:
+        entity_writer(type(body))(buf, body)
     out = buf.getbuffer()
     out[0:4] = (len(out) - 4).to_bytes(4, "big")
     return bytes(out)

@@ -1,11 +1,24 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
-A reader task reads frames ahead (pipelining) into a bounded queue (at most `READ_AHEAD_FRAMES` frames
-and `socket.request.max.bytes` of bodies); a processor takes them in order,
-decodes the header and body with kio, runs the handler and writes the response before it takes the
-next one. So requests of one connection are handled one at a time, as Kafka does (it mutes a channel
-while a request is in flight): appends of one producer stay in order, and responses come back in the
-order the requests were sent. Other connections are independent tasks.
+A reader task reads frames ahead (pipelining) and a processor handles them one at a time, in order:
+it decodes the header and body with kio, runs the handler and writes the response before it takes the
+next frame. So responses come back in the order the requests were sent and appends of one producer stay
+in order. Other connections are independent tasks. A request with more of its connection's requests
+waiting behind it first takes a turn (`turns.PipelineTurns`, one per pass of the event loop among all
+pipelining connections), so clients that pipeline cannot crowd out one that sends a request at a time.
+
+Limits (Kafka's socket server mutes a channel while its one request is in flight; this broker allows a
+few, in order):
+- at most `MAX_IN_FLIGHT_REQUESTS` requests read and not yet answered: the reader stops reading while
+  that many are pending, or while the transport's send buffer holds more than `SEND_BUFFER_HIGH_BYTES`
+  (asyncio's write flow control: a response waits in `drain()` until the client reads). Unread, the
+  socket's bytes stay in the kernel and TCP stops the client sending. So a client that pipelines and
+  never reads its responses gets a bounded amount of work done, and only its own connection stalls;
+- at most `socket.request.max.bytes` of request bodies read ahead, besides the one being read;
+- a request's body is read in pieces as its bytes arrive (nothing is allocated for the size a prefix
+  announces), and must arrive whole within `connections.max.idle.ms` of its size prefix;
+- a connection that sends no request for `connections.max.idle.ms` is closed, and so is one whose
+  requests in flight get no answer taken for that long (a client not reading its responses).
 
 Kafka's answers to bad input, which this follows:
 - a size prefix above `socket.request.max.bytes` (or negative) closes the connection before any of the
@@ -36,12 +49,18 @@ from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
 from .security.listeners import Listener
 from .security.sasl import SaslAuthenticator, authenticator_for
+from .turns import PipelineTurns
 
-__all__ = ["Connection", "READ_AHEAD_FRAMES"]
+__all__ = ["BODY_CHUNK_BYTES", "Connection", "MAX_IN_FLIGHT_REQUESTS", "SEND_BUFFER_HIGH_BYTES"]
 
 log = logging.getLogger("sharegroup.server")
 
-READ_AHEAD_FRAMES = 16  # frames read ahead of the one being handled (bounds a pipelining client's memory)
+# Requests of one connection read and not yet answered. Kafka allows one (a muted channel); a few let a
+# pipelining client (a producer with max.in.flight.requests.per.connection=5) keep its requests coming
+# while one is handled. Responses always go out in request order.
+MAX_IN_FLIGHT_REQUESTS = 5
+SEND_BUFFER_HIGH_BYTES = 64 * 1024  # the transport's write-buffer high-water mark (low: a quarter of it)
+BODY_CHUNK_BYTES = 64 * 1024  # a request body above this is read in pieces of at most this
 _CLOSE = object()
 _connection_index = itertools.count()  # makes connection ids unique even when a client port is reused
 
@@ -50,8 +69,9 @@ class Connection:
     """Serves one accepted socket until the client leaves, sends bad input, or the broker stops."""
 
     def __init__(self, broker: BrokerView, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener: Listener | None = None) -> None:
+                 listener: Listener | None = None, turns: PipelineTurns | None = None) -> None:
         self.broker = broker
+        self._turns = turns if turns is not None else PipelineTurns()  # the broker's, shared by its connections
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -61,10 +81,15 @@ class Connection:
         local_address = f"{local[0]}:{local[1]}" if isinstance(local, tuple) else str(local)
         # Kafka's connection id: local address, peer address and an index (share sessions are tied to it).
         self.connection_id = f"{local_address}-{self.peer}-{next(_connection_index)}"
-        self._frames: asyncio.Queue[Any] = asyncio.Queue(maxsize=READ_AHEAD_FRAMES)
-        self._queued_bytes = 0  # bodies read ahead and not yet handled
-        self._drained = asyncio.Event()
+        writer.transport.set_write_buffer_limits(high=SEND_BUFFER_HIGH_BYTES)
+        self._frames: asyncio.Queue[Any] = asyncio.Queue()  # bounded by MAX_IN_FLIGHT_REQUESTS (+ a close)
+        self._queued_bytes = 0  # bodies read ahead and not yet taken by the processor
+        self._in_flight = 0  # requests read and not yet answered (queued, being handled, or being sent)
+        self._progress = asyncio.Event()  # set when a request is taken or answered: room to read may be back
         self.requests_handled = 0
+        self.max_in_flight = 0  # the most requests this connection had in flight at once
+        self.reads_paused = 0  # times reading stopped for want of room (requests in flight, send buffer)
+        self.body_received = 0  # bytes received so far of the last large body read in pieces
         self.listener_name = "PLAINTEXT" if listener is None else listener.name
         self.principal = ANONYMOUS  # the transport's principal (TLS client certificate) or the SASL login's
         self.sasl: SaslAuthenticator | None = None
@@ -73,6 +98,11 @@ class Connection:
             self.sasl = authenticator_for(broker.security, listener, broker.registry, self._context, self._handle)
             if self.sasl is not None:
                 self.sasl.on_outcome = functools.partial(broker.metrics.count_authentication, self.listener_name)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests read and not yet answered."""
+        return self._in_flight
 
     async def serve(self) -> None:
         reader_task = asyncio.create_task(self._read_frames(), name=f"read {self.peer}")
@@ -83,32 +113,74 @@ class Connection:
         finally:
             reader_task.cancel()
             await asyncio.gather(reader_task, return_exceptions=True)
-            self.writer.close()
-            try:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the broker stops: unsent responses are dropped
+                self.writer.transport.abort()
+            else:
+                await self._close_transport()
+
+    async def _close_transport(self) -> None:
+        """Close after the responses written so far are sent; abort when the client does not take them
+        within `connections.max.idle.ms`."""
+        self.writer.close()
+        try:
+            async with asyncio.timeout(self._idle_s()):
                 await self.writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass
+        except (TimeoutError, asyncio.CancelledError) as exc:  # cancelled: the broker stops meanwhile
+            self.writer.transport.abort()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        except (ConnectionError, OSError):
+            pass
+
+    def _idle_s(self) -> float | None:
+        idle_ms = self.broker.config["connections.max.idle.ms"]
+        return idle_ms / 1000 if idle_ms >= 0 else None
 
     def _check(self) -> None:
-        """Read-ahead stays within its bounds: bytes in [0, socket.request.max.bytes], frames <= READ_AHEAD_FRAMES."""
+        """Read-ahead stays within its bounds: bytes in [0, socket.request.max.bytes], requests in flight in
+        [0, MAX_IN_FLIGHT_REQUESTS], no more frames queued than are in flight (plus a close)."""
         assert 0 <= self._queued_bytes <= self.broker.config["socket.request.max.bytes"], self._queued_bytes
-        assert self._frames.qsize() <= READ_AHEAD_FRAMES
+        assert 0 <= self._in_flight <= MAX_IN_FLIGHT_REQUESTS, self._in_flight
+        assert self._frames.qsize() <= self._in_flight + 1, (self._frames.qsize(), self._in_flight)
 
     # -- reading ------------------------------------------------------------------------------------
 
+    def _has_room(self, size: int = 0) -> bool:
+        """Whether another request (of `size` body bytes, once its prefix is read) may be read now."""
+        if self._in_flight >= MAX_IN_FLIGHT_REQUESTS:
+            return False
+        if self.writer.transport.get_write_buffer_size() > SEND_BUFFER_HIGH_BYTES:
+            return False
+        return not self._queued_bytes or self._queued_bytes + size <= self.broker.config["socket.request.max.bytes"]
+
+    async def _wait_for_room(self, size: int = 0) -> bool:
+        """Wait (not reading) until `_has_room`; False when no request was taken or answered for
+        `connections.max.idle.ms` meanwhile (the client does not read its responses)."""
+        if self._has_room(size):
+            return True
+        self.reads_paused += 1
+        self.broker.metrics.reads_paused.inc()
+        while not self._has_room(size):
+            self._progress.clear()
+            try:
+                async with asyncio.timeout(self._idle_s()):
+                    await self._progress.wait()
+            except TimeoutError:
+                return False
+        return True
+
     async def _read_frames(self) -> None:
         max_bytes = self.broker.config["socket.request.max.bytes"]
-        idle_ms = self.broker.config["connections.max.idle.ms"]
-        idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        idle_s = self._idle_s()
         try:
             while True:
-                try:
-                    async with asyncio.timeout(idle_s):
-                        prefix = await self.reader.readexactly(4)
-                except TimeoutError:
-                    log.info("closing idle connection %s", self.peer)
-                    await self._frames.put(_CLOSE)
-                    return
+                if not await self._wait_for_room():
+                    return self._time_out("responses", "no response of its %d requests in flight was taken",
+                                          self._in_flight)
+                prefix = await self._read_prefix(idle_s)
+                if prefix is None:
+                    return self._time_out("idle", "no request received")
                 size = int.from_bytes(prefix, "big", signed=True)
                 if self.sasl is not None and self.sasl.frame_limit is not None and size > self.sasl.frame_limit:
                     # A failed login: closed after the failed-login delay, without an answer.
@@ -122,17 +194,57 @@ class Connection:
                     self.broker.metrics.closed_connections.inc()
                     await self._frames.put(_CLOSE)
                     return
-                # Read ahead at most `socket.request.max.bytes` of bodies (or one frame): a pipelining
-                # client cannot make one connection hold more than about two maximal frames.
-                while self._queued_bytes and self._queued_bytes + size > max_bytes:
-                    self._drained.clear()
-                    await self._drained.wait()
-                frame = await self.reader.readexactly(size)
+                if not await self._wait_for_room(size):  # the bodies read ahead leave no room for this one
+                    return self._time_out("responses", "no response of its %d requests in flight was taken",
+                                          self._in_flight)
+                try:
+                    async with asyncio.timeout(idle_s):
+                        frame = await self._read_body(size)
+                except TimeoutError:
+                    return self._time_out("request", "a request of %d bytes was not received whole", size)
                 self.broker.metrics.bytes_in.inc(4 + size)
                 self._queued_bytes += size
-                await self._frames.put(frame)
+                self._in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self._in_flight)
+                self._frames.put_nowait(frame)
         except (asyncio.IncompleteReadError, ConnectionError):
-            await self._frames.put(_CLOSE)  # the client went away (possibly mid-frame)
+            self._frames.put_nowait(_CLOSE)  # the client went away (possibly mid-frame)
+
+    async def _read_prefix(self, idle_s: float | None) -> bytes | None:
+        """The next size prefix; None when none came for `idle_s` while no request was in flight (a request
+        being handled, however long, keeps its connection from being idle)."""
+        while True:
+            try:
+                async with asyncio.timeout(idle_s):
+                    return await self.reader.readexactly(4)  # cancelled, it leaves the bytes it saw buffered
+            except TimeoutError:
+                if not self._in_flight:
+                    return None
+
+    async def _read_body(self, size: int) -> bytes:
+        """The `size` bytes of a request body, read in pieces of at most BODY_CHUNK_BYTES as they arrive
+        (memory grows with what the client sent, not with what it announced)."""
+        if size <= BODY_CHUNK_BYTES:
+            return await self.reader.readexactly(size)
+        pieces: list[bytes] = []
+        self.body_received = 0
+        while self.body_received < size:
+            piece = await self.reader.read(min(size - self.body_received, BODY_CHUNK_BYTES))
+            if not piece:
+                raise asyncio.IncompleteReadError(b"".join(pieces), size)
+            pieces.append(piece)
+            self.body_received += len(piece)
+        return b"".join(pieces)
+
+    def _time_out(self, reason: str, what: str, *args: Any) -> None:
+        """Close for `connections.max.idle.ms` (the processor stops at the close marker); for responses not
+        taken, at once, dropping what is unsent (abort: the client is not reading it)."""
+        log.info("closing connection %s: " + what + " within connections.max.idle.ms (%d ms)", self.peer, *args,
+                 self.broker.config["connections.max.idle.ms"])
+        self.broker.metrics.connections_timed_out.labels(reason).inc()
+        if reason == "responses":
+            self.writer.transport.abort()
+        self._frames.put_nowait(_CLOSE)
 
     # -- handling -----------------------------------------------------------------------------------
 
@@ -145,8 +257,10 @@ class Connection:
                 await self._close_for(frame)
                 return
             self._queued_bytes -= len(frame)
-            self._drained.set()
+            self._progress.set()
             self._check()
+            if not self._frames.empty():  # more requests wait behind this one: a pipelined request's turn
+                await self._turns.take()
             try:
                 if self.sasl is not None and self.sasl.wants(frame):
                     out = await self.sasl.receive(frame)
@@ -159,8 +273,10 @@ class Connection:
             if out is not None:
                 self.writer.write(out)
                 self.broker.metrics.bytes_out.inc(len(out))
-                await self.writer.drain()
+                await self.writer.drain()  # waits while the send buffer is over SEND_BUFFER_HIGH_BYTES
             self.requests_handled += 1
+            self._in_flight -= 1
+            self._progress.set()
 
     async def _close_for(self, exc: CloseConnection) -> None:
         """Close for `exc`: after its delay (muted meanwhile: nothing else of this connection is handled)

@@ -141,7 +141,15 @@ def load_security(args: argparse.Namespace, config: ServeConfig) -> Any:
     return BrokerSecurity.from_config(config, None, args.host, args.port), scram
 
 
-async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = None) -> int:
+def load_quotas(config: ServeConfig, security: Any) -> Any:
+    """The connection quotas (`ConnectionQuotas`) of every listener; `ValueError` when a host of
+    `max.connections.per.ip.overrides` does not resolve."""
+    from .connection_quotas import ConnectionQuotas
+
+    return ConnectionQuotas.from_config(config, (listener.name for listener in security.listeners))
+
+
+async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = None, quotas: Any = None) -> int:
     from .broker import Broker
     from .security.authorizer import authorizer_for
     from .security.broker_security import SECURITY_DIR
@@ -166,7 +174,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = 
         await store.close()
         raise
     broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
-                    share=share, authorizer=authorizer, security=security)
+                    share=share, authorizer=authorizer, security=security, quotas=quotas)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -224,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
     args.port = DEFAULT_PORT if getattr(args, "port", None) is None else args.port
     try:
         security = load_security(args, config)
+        quotas = load_quotas(config, security[0])
     except ValueError as exc:
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -233,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
                         stream=sys.stderr)
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(_serve(args, config, security))
+            return runner.run(_serve(args, config, security, quotas))
     except (OSError, ValueError) as exc:  # the port is taken, the data directory is not writable, a bad ACL file, ...
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,5 +1,6 @@
-"""Prometheus metrics of the wire: requests and latency per API, bytes in and out, connections, and
-security: SASL logins and re-authentications per listener and mechanism (succeeded / failed, Kafka's
+"""Prometheus metrics of the wire: requests and latency per API, bytes in and out, connections and their
+limits (rejected per IP, acceptors blocked by max.connections, reads paused, timeouts), and security:
+SASL logins and re-authentications per listener and mechanism (succeeded / failed, Kafka's
 `successful-authentication-total` and friends) and authorization denials per listener, operation and
 resource type.
 
@@ -37,6 +38,23 @@ class WireMetrics:
             "Connections the broker closed because of bad input (oversized or undecodable frames, unserved APIs).",
             registry=registry,
         )
+        self.connections_rejected = Counter(
+            "sharegroup_server_connections_rejected",
+            "Connections closed as soon as they were accepted because their IP address already had "
+            "max.connections.per.ip connections (or its max.connections.per.ip.overrides limit), by listener.",
+            ("listener",), registry=registry)
+        self.acceptor_blocked_seconds = Counter(
+            "sharegroup_server_acceptor_blocked_seconds",
+            "Time a listener accepted nothing because max.connections (broker-wide or the listener's) was "
+            "reached (Kafka's AcceptorBlockedPercent as a total), by listener.", ("listener",), registry=registry)
+        self.reads_paused = Counter(
+            "sharegroup_server_reads_paused",
+            "Times a connection stopped being read because it had MAX_IN_FLIGHT_REQUESTS requests unanswered or "
+            "its send buffer over its bound (a client not reading its responses, or pipelining).", registry=registry)
+        self.connections_timed_out = Counter(
+            "sharegroup_server_connections_timed_out",
+            "Connections closed by connections.max.idle.ms, by reason: idle (no request), request (a request "
+            "not received whole in time), responses (responses not read in time).", ("reason",), registry=registry)
         by_login = ("listener", "mechanism")
         self.successful_authentication = Counter(
             "sharegroup_server_successful_authentication",

@@ -3,17 +3,21 @@
 The list comes from the handler registry, so what is advertised is exactly what is dispatched. A v3+
 request whose client software name or version breaks Kafka's pattern gets INVALID_REQUEST (as Kafka).
 The response header is always v0 (kio's schema says so), even for the flexible v3+ bodies. An unknown
-ApiVersions version is answered by the connection (UNSUPPORTED_VERSION in a v0 body).
+ApiVersions version is answered by the connection (UNSUPPORTED_VERSION in a v0 body). The answer of a
+version is encoded once (per handler registry): clients ask on every connection, and a client asking
+over and over must not cost an encoding each time.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..api import ApiHandler, RequestContext
+from ..api import ApiHandler, HandlerRegistry, RequestContext
+from ..codec import EncodedResponse, encode_body
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -26,14 +30,23 @@ def _valid(request: Any) -> bool:
     return bool(_SOFTWARE.match(name)) and bool(_SOFTWARE.match(version or ""))
 
 
+# The answer of each version, encoded once per registry (it only changes with the registry).
+_ANSWERS: weakref.WeakKeyDictionary[HandlerRegistry, dict[int, EncodedResponse]] = weakref.WeakKeyDictionary()
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not _valid(request):
         return error_response(ctx, request, ErrorCode.invalid_request)
-    keys = [
-        {"api_key": key, "min_version": lo, "max_version": hi}
-        for key, lo, hi in ctx.broker.registry.advertised()
-    ]
-    return ctx.response({"error_code": ErrorCode.none, "api_keys": keys, "throttle_time": 0})
+    answers = _ANSWERS.setdefault(ctx.broker.registry, {})
+    answer = answers.get(ctx.api_version)
+    if answer is None:
+        keys = [
+            {"api_key": key, "min_version": lo, "max_version": hi}
+            for key, lo, hi in ctx.broker.registry.advertised()
+        ]
+        answer = encode_body(ctx.response({"error_code": ErrorCode.none, "api_keys": keys, "throttle_time": 0}))
+        answers[ctx.api_version] = answer
+    return answer
 
 
 def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
