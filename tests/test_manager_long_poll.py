@@ -107,15 +107,32 @@ def test_a_waiting_fetch_is_woken_by_another_members_release():
     run(main())
 
 
-def test_a_fetch_whose_acks_changed_state_answers_at_once_without_waiting():
+def test_a_fetch_carrying_acknowledgements_waits_like_any_fetch_and_its_response_carries_their_outcome():
     async def main():
         h = Harness()
         h.partition(T1, 0, batches=[4])
         async with h.mgr as mgr:
             await opened(h, "m1", [(T1, 0)])
-            r = await mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, ACCEPT)])], max_wait_ms=60_000))
+            sp = mgr.share_partition(GROUP, T1, 0)
+            # The acknowledgements are applied (and durable) at once; the fetch then waits for records.
+            task = asyncio.ensure_future(
+                mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, ACCEPT)])], max_wait_ms=60_000)))
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            assert not task.done() and sp.start_offset == 4
+            h.append(T1, 0, 2)
+            r = await answer(task)
+            assert r.partition(T1, 0).acknowledge_error_code is Errors.NONE and acquired(r, T1, 0) == [(4, 5, 1)]
+            # Nothing new: the fetch waits out MaxWaitMs, then answers the acknowledgement's outcome alone.
+            task = asyncio.ensure_future(
+                mgr.share_fetch(fetch_request("m1", 2, [(T1, 0, [(4, 5, ACCEPT)])], max_wait_ms=60_000)))
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            h.clock.advance(59_999)
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            assert not task.done()
+            h.clock.advance(1)
+            r = await answer(task)
             assert r.partition(T1, 0).acknowledge_error_code is Errors.NONE and acquired(r, T1, 0) == []
-            assert h.clock.now_ms() == 1_000_000 and mgr.waiting_fetch_count == 0
+            assert sp.start_offset == 6
 
     run(main())
 
