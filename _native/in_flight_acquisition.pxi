@@ -23,7 +23,7 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
     cdef int64_t acquired, got, cursor, hole_first, hole_last, allowance
     cdef int32_t owner
     cdef int limit, throttle, shift
-    cdef bint stop, throttled, overlapped
+    cdef bint stop, throttled, overlapped, in_window
     cdef list entries, result
     cdef _Entry e
     cdef ARun *r
@@ -88,7 +88,7 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                     hole_first = max(cursor, self._gap_start)
                     if hole_first < e.first:
                         acquired += _acquire_new(self, headers, nfetched, hole_first, e.first - 1, owner, deadline,
-                                                 &runs, max_records_c - acquired, batch_size_c)
+                                                 &runs, max_records_c - acquired, batch_size_c, True)
                         i = self._index_from(e.first)
                         if acquired >= max_records_c:
                             break
@@ -133,20 +133,22 @@ cdef object _acquire(InFlightTracker self, member_id, fetched, max_records, now_
                 # A fetch that overlaps no entry may fill a hole below the SPEO; a fetch that overlaps
                 # entries leaves the holes between them alone, except persisted-gap holes.
                 if self._gap_end >= 0 or not overlapped:
-                    hole_first = max(cursor, self._gap_start) if self._gap_end >= 0 else cursor
+                    in_window = self._gap_end >= 0
+                    hole_first = max(cursor, self._gap_start) if in_window else cursor
                     hole_last = min(hi, self._speo - 1)
                     if hole_first <= hole_last:
                         acquired += _acquire_new(self, headers, nfetched, hole_first, hole_last, owner, deadline,
-                                                 &runs, max_records_c - acquired, batch_size_c)
+                                                 &runs, max_records_c - acquired, batch_size_c,
+                                                 in_window and overlapped)
                 if acquired < max_records_c and hi >= self._speo:
                     allowance = self._max_locks - (self._speo - self._spso)
                     acquired += _acquire_new(self, headers, nfetched, max(cursor, self._speo), hi, owner, deadline,
-                                             &runs, min(max_records_c - acquired, allowance), batch_size_c)
+                                             &runs, min(max_records_c - acquired, allowance), batch_size_c, False)
         if runs.n and self._gap_end >= 0:
             self._gap_start = max(self._gap_start, (<ARun *>runs.data)[runs.n - 1].last + 1)
         if read_committed and runs.n:
             _archive_aborted(self, fetched, aborted_transactions, &runs)
-        _advance(self)
+        _advance(self, True)
         result = _steal(_list_new(runs.n))
         r = <ARun *>runs.data
         for j in range(runs.n):
@@ -219,8 +221,8 @@ cdef int64_t _acquire_offsets(InFlightTracker self, _Entry e, int64_t a, int64_t
 
 
 cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_ssize_t n, int64_t from_offset,
-                          int64_t to_offset, int32_t owner,
-                          int64_t deadline, Vec *runs, int64_t budget, int64_t batch_size) except -1:
+                          int64_t to_offset, int32_t owner, int64_t deadline, Vec *runs, int64_t budget,
+                          int64_t batch_size, bint whole) except -1:
     """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
 
     Whole producer batches are taken until `budget` offsets (counted from `from_offset`) are reached;
@@ -229,8 +231,13 @@ cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_
     base offset at least `batch_size` past the current entry's first; the earlier entry then ends
     just before that base offset, so holes between producer batches belong to it. A range that
     becomes the lowest in flight moves the SPSO to its first offset.
+
+    `whole` (a hole of the persisted-gap window between walked entries, as Kafka acquires it): the
+    range is [from_offset, to_offset] itself, offsets that no fetched batch holds included; the soft
+    limit ends it at the last offset of the fetched batch holding offset `from_offset + budget - 1`,
+    or at that offset when no fetched batch holds it.
     """
-    cdef int64_t last, base, batch_last, start, acquired, size, take, first, seg_last
+    cdef int64_t last, base, batch_last, start, acquired, size, take, first, seg_last, end
     cdef Py_ssize_t j, si, k, i
     cdef Vec segs
     cdef Range *sg
@@ -241,11 +248,38 @@ cdef int64_t _acquire_new(InFlightTracker self, FetchedBatchHeader *fetched, Py_
     j = 0
     while j < n and fetched[j].last < from_offset:
         j += 1
-    if j == n or fetched[j].base > to_offset:
+    if not whole and (j == n or fetched[j].base > to_offset):
         return 0
     vec_init(&segs, sizeof(Range))
     try:
         last = -1
+        if whole:
+            end = to_offset
+            if budget < to_offset - from_offset + 1:
+                end = from_offset + budget - 1
+                for k in range(j, n):
+                    if fetched[k].base > end:
+                        break
+                    if fetched[k].last >= end:
+                        end = min(fetched[k].last, to_offset)
+                        break
+            vec_reserve(&segs, 1)
+            sg = <Range *>segs.data
+            sg.a = from_offset
+            sg.b = end
+            segs.n = 1
+            while j < n and fetched[j].base <= end:
+                base = fetched[j].base
+                if batch_size > 0 and base - (<Range *>segs.data)[segs.n - 1].a >= batch_size:
+                    (<Range *>segs.data)[segs.n - 1].b = base - 1
+                    if segs.n == segs.cap:
+                        vec_reserve(&segs, segs.n + 1)
+                    sg = (<Range *>segs.data) + segs.n
+                    sg.a = base
+                    sg.b = end
+                    segs.n += 1
+                j += 1
+            j = n  # the fetched batches are used up
         while j < n:
             base = fetched[j].base
             batch_last = min(fetched[j].last, to_offset)

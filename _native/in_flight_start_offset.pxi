@@ -80,16 +80,28 @@ cdef inline void _close_gap_window_when_done(InFlightTracker self) noexcept:
     if self._gap_end >= 0 and (self._speo != self._gap_end or self._spso >= self._gap_end):
         self._gap_end = -1
 
-cdef int _advance(InFlightTracker self) except -1:
-    """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
+cdef inline bint _covered(InFlightTracker self, int64_t offset) noexcept:
+    """Whether an entry covers `offset`."""
+    cdef Py_ssize_t i = self._index_from(offset)
+    return i < PyList_GET_SIZE(self._entries) and (<_Entry>PyList_GET_ITEM(self._entries, i)).first <= offset
+
+cdef int _advance(InFlightTracker self, bint acquisition=False) except -1:
+    """Move the SPSO over the leading terminal run and drop wholly terminal leading entries.
+
+    After an `acquisition` an SPSO that no entry covers (a leading hole of the persisted-gap window
+    that the read did not acquire) stays where it is, as in Kafka, even when the window has just
+    closed; the next acknowledgement, release, lock expiry or log start move passes it.
+    """
     _close_gap_window_when_done(self)
-    cdef int64_t start = _scan_start(self, NULL, 0)
+    cdef int64_t start
     cdef int64_t spso
     cdef Py_ssize_t drop = 0, n
     cdef list entries = self._entries
     cdef _Entry e
-    if start > self._spso:
-        self._spso = start
+    if not (acquisition and not _covered(self, self._spso)):
+        start = _scan_start(self, NULL, 0)
+        if start > self._spso:
+            self._spso = start
     spso = self._spso
     n = PyList_GET_SIZE(entries)
     while drop < n:

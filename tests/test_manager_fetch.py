@@ -16,6 +16,7 @@ from .manager_harness import (
     LOCK_MS,
     RELEASE,
     RENEW,
+    START_MS,
     T1,
     T2,
     Configs,
@@ -303,5 +304,81 @@ def test_read_committed_groups_get_no_aborted_or_open_transaction_records_and_no
             assert acquired(r, T1, 0) == [(6, 8, 1)]
             sp = mgr.share_partition(GROUP, T1, 0)
             assert sp.start_offset == 4  # the aborted records and the marker were archived, never delivered
+
+    run(main())
+
+
+BATCH_BYTES = 71  # a one-record batch of the in-memory log
+
+
+def test_max_bytes_stops_the_log_read_at_the_byte_limit_and_only_whole_batches_are_acquired():
+    async def main():
+        h = Harness()
+        h.partition(T1, 0, batches=[1] * 8)
+        async with h.mgr as mgr:
+            # 3.5 batches' worth: the 4th batch is cut off by the read, so it is neither shipped nor acquired.
+            r = await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)], max_bytes=3 * BATCH_BYTES + 35))
+            assert acquired(r, T1, 0) == [(0, 2, 1)] and len(r.partition(T1, 0).records) == 3
+            assert mgr.share_partition(GROUP, T1, 0).end_offset == 3
+            # Exactly 2 batches' worth: both.
+            r = await mgr.share_fetch(fetch_request("m1", 1, max_bytes=2 * BATCH_BYTES))
+            assert acquired(r, T1, 0) == [(3, 4, 1)]
+
+    run(main())
+
+
+def test_max_bytes_is_split_uniformly_over_the_acquirable_partitions():
+    async def main():
+        h = Harness()
+        h.partition(T1, 0, batches=[1] * 8)
+        h.partition(T2, 0, batches=[1] * 8)
+        async with h.mgr as mgr:
+            # 4.5 batches' worth over 2 partitions: 2.25 each, so 2 whole batches of each.
+            r = await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0), (T2, 0)], max_bytes=4 * BATCH_BYTES + 35))
+            assert acquired(r, T1, 0) == [(0, 1, 1)] and acquired(r, T2, 0) == [(0, 1, 1)]
+
+    run(main())
+
+
+def test_the_first_partition_with_data_gets_one_batch_past_max_bytes_and_the_rest_nothing():
+    async def main():
+        h = Harness()
+        h.partition(T1, 0, batches=[10, 1])  # a 161-byte batch first
+        h.partition(T2, 0, batches=[1] * 4)
+        async with h.mgr as mgr:
+            # 100 bytes: T1's first batch is larger than its 50 and is shipped whole (as Kafka's log read
+            # always returns one batch to the first partition with data); that uses the request up.
+            r = await mgr.share_fetch(fetch_request("m1", 0, [(T1, 0), (T2, 0)], max_bytes=100))
+            assert acquired(r, T1, 0) == [(0, 9, 1)] and acquired(r, T2, 0) == []
+            # Epoch 1 rotates: T2 is read first, gets 50 bytes (less than one batch), and still one batch.
+            r = await mgr.share_fetch(fetch_request("m1", 1, max_bytes=100))
+            assert acquired(r, T2, 0) == [(0, 0, 1)] and acquired(r, T1, 0) == []
+
+    run(main())
+
+
+def test_min_bytes_zero_answers_at_once_with_whatever_is_acquirable_even_nothing():
+    async def main():
+        h = Harness(coordinator=Configs(ShareGroupConfig(record_lock_duration_ms=LOCK_MS, delivery_count_limit=3,
+                                                         partition_max_record_locks=100)))
+        h.partition(T1, 0)
+        async with h.mgr as mgr:
+            # An acquirable share-partition with no records: answered without waiting (bounded turns).
+            task = asyncio.ensure_future(
+                mgr.share_fetch(fetch_request("m1", 0, [(T1, 0)], min_bytes=0, max_wait_ms=60_000)))
+            r = await answer(task)
+            assert r.error_code is Errors.NONE and acquired(r, T1, 0) == []
+            assert h.clock.now_ms() == START_MS and mgr.waiting_fetch_count == 0
+            h.append(T1, 0, 100)
+            r = await mgr.share_fetch(fetch_request("m1", 1, min_bytes=0, max_wait_ms=60_000))
+            assert acquired(r, T1, 0) == [(0, 99, 1)]
+            # At the in-flight limit nothing is acquirable: as Kafka's delayed share fetch, it waits.
+            h.append(T1, 0, 1)
+            task = asyncio.ensure_future(mgr.share_fetch(fetch_request("m1", 2, min_bytes=0, max_wait_ms=60_000)))
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            assert not task.done()
+            h.clock.advance(LOCK_MS)  # the locks expire: 0-99 are acquirable again and wake the fetch
+            r = await answer(task)
+            assert acquired(r, T1, 0) == [(0, 99, 2)]
 
     run(main())

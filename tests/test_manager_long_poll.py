@@ -107,15 +107,32 @@ def test_a_waiting_fetch_is_woken_by_another_members_release():
     run(main())
 
 
-def test_a_fetch_whose_acks_changed_state_answers_at_once_without_waiting():
+def test_a_fetch_carrying_acknowledgements_waits_like_any_fetch_and_its_response_carries_their_outcome():
     async def main():
         h = Harness()
         h.partition(T1, 0, batches=[4])
         async with h.mgr as mgr:
             await opened(h, "m1", [(T1, 0)])
-            r = await mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, ACCEPT)])], max_wait_ms=60_000))
+            sp = mgr.share_partition(GROUP, T1, 0)
+            # The acknowledgements are applied (and durable) at once; the fetch then waits for records.
+            task = asyncio.ensure_future(
+                mgr.share_fetch(fetch_request("m1", 1, [(T1, 0, [(0, 3, ACCEPT)])], max_wait_ms=60_000)))
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            assert not task.done() and sp.start_offset == 4
+            h.append(T1, 0, 2)
+            r = await answer(task)
+            assert r.partition(T1, 0).acknowledge_error_code is Errors.NONE and acquired(r, T1, 0) == [(4, 5, 1)]
+            # Nothing new: the fetch waits out MaxWaitMs, then answers the acknowledgement's outcome alone.
+            task = asyncio.ensure_future(
+                mgr.share_fetch(fetch_request("m1", 2, [(T1, 0, [(4, 5, ACCEPT)])], max_wait_ms=60_000)))
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            h.clock.advance(59_999)
+            await until(lambda: mgr.waiting_fetch_count == 1)
+            assert not task.done()
+            h.clock.advance(1)
+            r = await answer(task)
             assert r.partition(T1, 0).acknowledge_error_code is Errors.NONE and acquired(r, T1, 0) == []
-            assert h.clock.now_ms() == 1_000_000 and mgr.waiting_fetch_count == 0
+            assert sp.start_offset == 6
 
     run(main())
 
@@ -319,5 +336,40 @@ def test_a_fetch_waiting_when_its_member_leaves_answers_session_not_found_withou
             r = await answer(task)
             assert (r.error_code, r.responses) == (Errors.SHARE_SESSION_NOT_FOUND, [])
             assert mgr.share_partition(GROUP, T1, 0).record_state(0) is None  # nothing acquired for it
+
+    run(main())
+
+
+def test_a_late_accept_after_lock_expiry_is_invalid_record_state_whether_available_again_or_acquired_by_another():
+    async def main():
+        h = Harness()
+        h.partition(T1, 0, batches=[4])
+        h.partition(T1, 1, batches=[4])
+        async with h.mgr as mgr:
+            await opened(h, "m1", [(T1, 0), (T1, 1)])
+            await opened(h, "m2", [(T1, 1)])
+            h.clock.advance(LOCK_MS)  # m1's locks expire on both partitions
+            await until(lambda: mgr.lock_timer.expired_total == 8)
+            sp0, sp1 = mgr.share_partition(GROUP, T1, 0), mgr.share_partition(GROUP, T1, 1)
+            assert sp0.record_state(0).state is RecordState.AVAILABLE
+            r = await mgr.share_fetch(fetch_request("m2", 1))  # partition 1's records go to m2
+            assert acquired(r, T1, 1) == [(0, 3, 2)]
+            # m1 accepts late: partition 0's records are available again, partition 1's are m2's.
+            r = await mgr.share_acknowledge(ack_request("m1", 1, [(T1, 0, [(0, 3, ACCEPT)]),
+                                                                  (T1, 1, [(0, 3, ACCEPT)])]))
+            assert r.partition(T1, 0).error_code is Errors.INVALID_RECORD_STATE
+            assert r.partition(T1, 1).error_code is Errors.INVALID_RECORD_STATE
+            assert sp0.record_state(0) == (RecordState.AVAILABLE, 1, "")
+            assert sp1.record_state(0) == (RecordState.ACQUIRED, 2, "m2") and sp1.start_offset == 0
+            # The same late ACCEPT piggy-backed on a fetch answers it as the partition's acknowledge error.
+            r = await mgr.share_fetch(fetch_request("m1", 2, [(T1, 1, [(0, 3, ACCEPT)])], max_wait_ms=0))
+            assert r.partition(T1, 1).acknowledge_error_code is Errors.INVALID_RECORD_STATE
+            assert sp1.record_state(3) == (RecordState.ACQUIRED, 2, "m2")
+            # Once m2 has accepted them the start offset passed them: as Kafka, an acknowledgement wholly
+            # below the start offset is skipped without error (there is nothing left to refuse).
+            r = await mgr.share_acknowledge(ack_request("m2", 2, [(T1, 1, [(0, 3, ACCEPT)])]))
+            assert r.partition(T1, 1).error_code is Errors.NONE and sp1.start_offset == 4
+            r = await mgr.share_acknowledge(ack_request("m1", 3, [(T1, 1, [(0, 3, ACCEPT)])]))
+            assert r.partition(T1, 1).error_code is Errors.NONE
 
     run(main())

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -37,7 +38,8 @@ SENTINEL = b"sentinel"
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    server = ServeProcess(tmp_path_factory.mktemp("share-e2e"), *SERVE_ARGS)
+    server = ServeProcess(tmp_path_factory.mktemp("share-e2e"), *SERVE_ARGS, "--metrics-port", "0")
+    server.metrics_url = _readline(server.proc, stream="stderr").split(" metrics on ", 1)[1].strip()
     yield server
     code, _out, err = server.terminate()
     assert code == 0, err[-2000:]
@@ -227,13 +229,47 @@ def test_killed_consumer_records_are_redelivered_to_another_consumer(serve):
         consumer.close()
 
 
-def _readline(proc: subprocess.Popen) -> str:
+def _readline(proc: subprocess.Popen, stream: str = "stdout") -> str:
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    reader = threading.Thread(target=lambda: out.append(getattr(proc, stream).readline()), daemon=True)
     reader.start()
     reader.join(WAIT_S)
-    assert out and out[0], "the child consumer printed nothing"
+    assert out and out[0], f"the process printed nothing on {stream}"
     return out[0]
+
+
+def wait_for_lock_timeouts(serve, group: str, records: int) -> None:
+    """Until the broker's metrics count `records` expired acquisition locks in `group` (bounded)."""
+    line = f'sharegroup_acquisition_lock_timeout_total{{group="{group}"}} {float(records)}'
+    deadline = time.monotonic() + WAIT_S
+    while line not in urllib.request.urlopen(serve.metrics_url, timeout=WAIT_S).read().decode():
+        assert time.monotonic() < deadline, f"{records} lock timeouts in {group} never counted"
+        time.sleep(0.05)
+
+
+def test_commit_sync_reports_a_late_acknowledgement_of_a_record_available_again(serve):
+    """Acknowledging a record whose lock expired, while it waits AVAILABLE for the next fetch, fails
+    with INVALID_RECORD_STATE for that partition and changes nothing: the record is delivered again."""
+    topic, group = "late-ack-available", "g-late-available"
+    produce(serve.bootstrap, topic, records(1))
+    slow = share_consumer(serve.bootstrap, group, topic, share_acknowledgement_mode="explicit")
+    other = None
+    try:
+        (held,) = poll_until(slow, lambda seen: len(seen) >= 1)
+        wait_for_lock_timeouts(serve, group, 1)  # the lock (2 s) expired: the record is AVAILABLE again
+        slow.acknowledge(held)
+        result = slow.commit_sync(WAIT_S)
+        assert [(tp.topic, tp.partition) for tp in result] == [(topic, 0)]
+        (error,) = result.values()
+        assert error is not None and error.args[0].code() == 121  # INVALID_RECORD_STATE
+        other = share_consumer(serve.bootstrap, group, topic, share_acknowledgement_mode="explicit")
+        (again,) = poll_until(other, lambda seen: len(seen) >= 1, on_message=other.acknowledge)
+        assert (again.offset(), again.delivery_count()) == (0, 2)
+        assert all(err is None for err in other.commit_sync(WAIT_S).values())
+    finally:
+        slow.close()
+        if other is not None:
+            other.close()
 
 
 def test_commit_sync_reports_a_stale_acknowledgement_per_partition(serve):

@@ -15,8 +15,8 @@ from sharegroup import FetchedBatch as FB
 from sharegroup import RecordState, RecordView
 from sharegroup import StateBatch as SB
 
-ACCEPT, RELEASE = 1, 2
-AVAILABLE, ACKNOWLEDGED = 0, 2
+GAP, ACCEPT, RELEASE = 0, 1, 2
+AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
 LOCK = 1000
 
 
@@ -151,15 +151,19 @@ def test_persisted_gap_holes_become_natural_gaps_once_the_end_offset_passes_the_
     t = make_tracker(0, record_lock_duration_ms=LOCK)
     t.load(0, [SB(5, 9, AVAILABLE, 1), SB(15, 19, AVAILABLE, 1)])
     assert offsets(t) == (0, 20, 0, 20)
-    # The log read skips both holes (compacted away) and goes past the last persisted batch.
-    got = t.acquire("a", [FB(5, 9), FB(15, 19), FB(20, 24)], 500, 0)
-    assert got == [Acq(5, 9, 2), Acq(15, 19, 2), Acq(20, 24, 1)]
-    # The holes 0-4 and 10-14 are natural gaps now: the SPSO passes the leading one, the next fetch
-    # offset skips them, and they hold nothing in flight.
-    assert offsets(t) == (5, 25, 25, 20)
+    # 0-4 and 10-14 were compacted away: a short read from 0 returns 5-9, the next one (from the hole
+    # 10) returns 15-19 and goes on past the last persisted batch.
+    assert t.acquire("a", [FB(5, 9)], 500, 0, 0) == [Acq(5, 9, 2)]
+    assert offsets(t) == (0, 20, 10, 20)
+    got = t.acquire("a", [FB(15, 19), FB(20, 24)], 500, 0, 10)
+    assert got == [Acq(15, 19, 2), Acq(20, 24, 1)]
+    # The holes 0-4 and 10-14 are natural gaps now: the next fetch offset skips them, they hold
+    # nothing in flight, and the SPSO passes the leading one with the next acknowledgement.
+    assert offsets(t) == (0, 25, 25, 25)
+    t._check()
     w = t.begin_acknowledge("a", [Ack(5, 9, (RELEASE,)), Ack(15, 19, (RELEASE,))], 0)
     t.complete(w.transition_id, True, 0)
-    assert t.next_fetch_offset() == 5
+    assert offsets(t) == (5, 25, 5, 20)
     # A read that overlaps the cached entries does not acquire the records it finds in a natural gap.
     assert t.acquire("b", [FB(5, 9), FB(11, 12), FB(15, 19)], 500, 0) == [Acq(5, 9, 3), Acq(15, 19, 3)]
     assert t.record_state(11) is None and t.record_state(2) is None
@@ -178,9 +182,13 @@ def test_persisted_gap_start_offset_stays_at_an_uncovered_leading_hole(make_trac
     assert offsets(t) == (0, 10, 10, 10)
     assert t.delivery_complete_count == 5
     t._check()
-    # Moving the end offset past the last persisted batch closes the window: 0-4 is a natural gap.
+    # Moving the end offset past the last persisted batch closes the window: 0-4 is a natural gap,
+    # which the SPSO passes with the next acknowledgement (an acquisition leaves it, as in Kafka).
     assert t.acquire("a", [FB(10, 11)], 500, 0) == [Acq(10, 11, 1)]
-    assert offsets(t) == (10, 12, 12, 2)
+    assert offsets(t) == (0, 12, 12, 12)
+    t._check()
+    accept(t, "a", 10, 11)
+    assert offsets(t) == (12, 12, 12, 0)
     t._check()
 
 
@@ -213,4 +221,44 @@ def test_persisted_gap_next_fetch_offset_points_at_the_first_hole_not_yet_passed
     assert offsets(t) == (105, 127, 127, 22)  # the window is closed: 119 is a natural gap
     accept(t, "a", 105, 118)
     assert offsets(t) == (120, 127, 127, 7)
+    t._check()
+
+
+# ---------------------------------------------------------------- rule 4: Kafka's persisted-gap scenarios
+
+
+def test_persisted_gap_hole_between_persisted_batches_is_acquired_though_no_fetched_batch_covers_it(make_tracker):
+    # Kafka's SharePartitionTest scenario: start 5; persisted 15-18 AVAILABLE (dc 2), 20-22 ARCHIVED,
+    # 26-30 AVAILABLE (dc 1); the log read returns producer batches 7-8, 10-11, 13-18 and 20-27.
+    t = make_tracker(5, record_lock_duration_ms=LOCK)
+    t.load(5, [SB(15, 18, AVAILABLE, 2), SB(20, 22, ARCHIVED, 1), SB(26, 30, AVAILABLE, 1)])
+    assert offsets(t) == (5, 31, 5, 26)
+    got = t.acquire("a", [FB(7, 8), FB(10, 11), FB(13, 18), FB(20, 27)], 500, 0, 5)
+    # 19 lies between two persisted batches and no fetched batch holds it: still acquired (the client
+    # answers a GAP for it), like the holes 9, 12 and 23-25 of the window.
+    assert got == [Acq(7, 14, 1), Acq(15, 18, 3), Acq(19, 19, 1), Acq(23, 25, 1), Acq(26, 27, 2)]
+    assert acquired(t, 19, "a") and acquired(t, 9, "a") and acquired(t, 24, "a")
+    assert offsets(t) == (7, 31, 28, 24)  # 7-14 is the lowest in flight; 28-30 wait AVAILABLE
+    t._check()
+    w = t.begin_acknowledge("a", [Ack(7, 18, (ACCEPT,)), Ack(19, 19, (GAP,)), Ack(23, 27, (ACCEPT,))], 0)
+    t.complete(w.transition_id, True, 0)
+    assert offsets(t) == (28, 31, 28, 3)
+    t._check()
+
+
+def test_acquisition_keeps_the_start_offset_at_a_leading_hole_it_did_not_acquire(make_tracker):
+    # Kafka's SharePartitionTest scenario: start 11; persisted 21-30 ACKNOWLEDGED, 41-50 ARCHIVED; 11-20
+    # were compacted away, so the log read from 11 returns 21-35 and 36-60.
+    t = make_tracker(11, record_lock_duration_ms=LOCK)
+    t.load(11, [SB(21, 30, ACKNOWLEDGED, 1), SB(41, 50, ARCHIVED, 1)])
+    assert offsets(t) == (11, 51, 11, 40)
+    assert t.acquire("a", [FB(21, 35), FB(36, 60)], 500, 0, 11) == [Acq(31, 40, 1), Acq(51, 60, 1)]
+    # The end offset passed the last persisted batch (the window is closed), but an acquisition does
+    # not move the start offset over the hole 11-20, as in Kafka: it stays until an acknowledgement.
+    assert offsets(t) == (11, 61, 61, 50)
+    assert t.delivery_complete_count == 20
+    t._check()
+    accept(t, "a", 31, 40)
+    assert offsets(t) == (51, 61, 61, 10)  # 11-20 is a natural gap now; 21-50 are all terminal
+    assert t.delivery_complete_count == 0
     t._check()

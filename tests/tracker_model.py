@@ -104,9 +104,10 @@ class TrackerModel:
         if self.gap_end >= 0 and (self.speo != self.gap_end or self.spso >= self.gap_end):
             self.gap_end = -1
 
-    def _advance(self):
+    def _advance(self, acquisition=False):
         self._close_window()
-        self.spso = max(self.spso, self._scan())
+        if not (acquisition and self.spso not in self.recs):  # an acquisition leaves an uncovered SPSO
+            self.spso = max(self.spso, self._scan())
         while self.entries:
             f, last = self.entries[0]
             if last >= self.spso:
@@ -181,7 +182,7 @@ class TrackerModel:
                 overlapped = True
                 if self.gap_end >= 0 and max(cursor, self.gap_start) < e[0]:
                     acquired += self._new(fetched, max(cursor, self.gap_start), e[0] - 1, member, deadline, runs,
-                                          max_records - acquired, batch_size)
+                                          max_records - acquired, batch_size, True)
                     if acquired >= max_records:
                         break
                 cursor = e[1] + 1
@@ -221,7 +222,7 @@ class TrackerModel:
                 if self.gap_end >= 0 or not overlapped:
                     h0 = max(cursor, self.gap_start) if self.gap_end >= 0 else cursor
                     acquired += self._new(fetched, h0, min(hi, self.speo - 1), member, deadline, runs,
-                                          max_records - acquired, batch_size)
+                                          max_records - acquired, batch_size, self.gap_end >= 0 and overlapped)
                 if acquired < max_records and hi >= self.speo:
                     allowance = self.max_locks - (self.speo - self.spso)
                     acquired += self._new(fetched, max(cursor, self.speo), hi, member, deadline, runs,
@@ -230,17 +231,31 @@ class TrackerModel:
             self.gap_start = max(self.gap_start, runs[-1][1] + 1)
         if read_committed and runs:
             runs = self._aborted(fetched, aborted, runs)
-        self._advance()
+        self._advance(True)
         return [AcquiredRecords(*r) for r in runs]
 
-    def _new(self, fetched, lo, hi, member, deadline, runs, budget, batch_size):
+    def _new(self, fetched, lo, hi, member, deadline, runs, budget, batch_size, whole=False):
         """New entries from the fetched offsets in [lo, hi]: whole producer batches until `budget`
-        (counted from lo) is reached; batch_size cuts end each entry just before the next cut."""
+        (counted from lo) is reached; batch_size cuts end each entry just before the next cut.
+
+        `whole` (a persisted-gap hole between entries): all of [lo, hi], cut short by the budget at the
+        end of the fetched batch holding lo + budget - 1 (or at that offset when none holds it)."""
         if budget <= 0 or hi < lo:
             return 0
         batches = [b for b in fetched if b[1] >= lo and b[0] <= hi]
         segs = []
         last = -1
+        if whole:
+            end = hi
+            if budget < hi - lo + 1:
+                c = lo + budget - 1
+                end = next((min(b[1], hi) for b in batches if b[0] <= c <= b[1]), c)
+            segs = [[lo, end]]
+            for b in batches:
+                if b[0] <= end and batch_size > 0 and b[0] - segs[-1][0] >= batch_size:
+                    segs[-1][1] = b[0] - 1
+                    segs.append([b[0], end])
+            batches = []
         for b in batches:
             if last >= 0 and last - lo + 1 >= budget:
                 break

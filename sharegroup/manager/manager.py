@@ -6,11 +6,12 @@ answered whole:
 
 1. check it (`validation.py`) and apply its session epoch;
 2. apply its acknowledgements, per partition, before acquiring anything;
-3. visit the fetched partitions in rotating order with one MaxRecords budget, reading batch headers
-   from the `PartitionLogs` and acquiring from them; a partition's response carries the acquired ranges
-   and exactly the log batches that hold them (handles, never re-encoded);
-4. if nothing was acquired (and no acknowledgement changed state), wait for an event on one of its
-   partitions or MaxWaitMs, then try again.
+3. visit the fetched partitions in rotating order: read the acquirable ones' batch headers from the
+   `PartitionLogs` within MaxBytes (`fetch_budget.py`) and acquire from them with one MaxRecords
+   budget; a partition's response carries the acquired ranges and exactly the log batches that hold
+   them (handles, never re-encoded);
+4. if nothing was acquired (or MinBytes is not met), wait for an event on one of its partitions or
+   MaxWaitMs, then try again; acknowledgements carried by the fetch do not cut the wait short.
 
 Authorization is the embedder's: `share_fetch` and `share_acknowledge` take an optional
 `topic_authorized(topic_id) -> bool` (READ on the topic, decided by the broker's ACLs). It is asked once
@@ -49,6 +50,7 @@ from ..share_messages import (
 from ..types import AcknowledgementBatch
 from .batches import batches_holding, counts_by_type, whole_batches_within
 from .delayed_fetch import DelayedFetchPurgatory, WaitOutcome
+from .fetch_budget import can_acquire_records, read_partitions, sync_log_start
 from .lock_timer import LockTimer
 from .observer import GroupConfigSource, ManagerObserver
 from .partitions import DROPPING_ERRORS, SharePartitionCache, SharePartitionEntry, log_error
@@ -206,7 +208,7 @@ class SharePartitionManager:
             if entry.topic_id == topic_id and entry.partition == partition and not entry.dropped \
                     and entry.sp.status is SharePartitionStatus.ACTIVE:
                 try:
-                    self._sync_log_start(entry)
+                    sync_log_start(self.logs, entry)
                 except ShareError as exc:
                     log.warning("log start move of %s-%d not applied to %r: %s", topic_id, partition, entry, exc)
                 self._purgatory.wake_share_partition(*entry.key)
@@ -273,12 +275,11 @@ class SharePartitionManager:
         config = self.group_config(group_id)
         denied = _denied_topics(topic_authorized, [*context.fetch_partitions, *parsed.acks])
         ack_results = await self._acknowledge(group_id, member_id, parsed, request.is_renew_ack, denied)
-        acks_changed = any(code is Errors.NONE and parsed.acks[tp] for tp, (code, _m) in ack_results.items())
         data: dict[TopicPartition, ShareFetchPartitionData] = {}
         if context.kind is ContextKind.FINAL:
             await self._close_session(group_id, member_id)
         elif not request.is_renew_ack:
-            fetched = await self._fetch(context, request, acks_changed, denied)
+            fetched = await self._fetch(context, request, denied)
             if isinstance(fetched, Errors):
                 return ShareFetchResponse(error_code=fetched, error_message="the share session moved on meanwhile")
             data = fetched
@@ -312,8 +313,7 @@ class SharePartitionManager:
         )
 
     async def _fetch(
-        self, context: ShareFetchContext, request: ShareFetchRequest, acks_changed: bool,
-        denied: frozenset[uuid.UUID] = frozenset(),
+        self, context: ShareFetchContext, request: ShareFetchRequest, denied: frozenset[uuid.UUID] = frozenset(),
     ) -> dict[TopicPartition, ShareFetchPartitionData] | Errors:
         """Acquire for the context's partitions in rotated order; the result is in that order. The
         partitions of `denied` topics are not fetched: they answer TOPIC_AUTHORIZATION_FAILED."""
@@ -323,7 +323,7 @@ class SharePartitionManager:
             k = epoch % len(order)  # Kafka's round-robin: element k goes first
             order = order[k:] + order[:k]
         allowed = [tp for tp in order if tp[0] not in denied] if denied else order
-        data = await self._fetch_partitions(allowed, request, context, acks_changed)
+        data = await self._fetch_partitions(allowed, request, context)
         if isinstance(data, Errors):
             return data
         for tp in order:
@@ -333,28 +333,15 @@ class SharePartitionManager:
 
     async def _fetch_partitions(
         self, order: list[TopicPartition], request: ShareFetchRequest, context: ShareFetchContext,
-        acks_changed: bool,
     ) -> dict[TopicPartition, ShareFetchPartitionData] | Errors:
-        """Acquire with one MaxRecords budget over `order`; if nothing came (and no acknowledgement
-        changed state), wait for an event on one of the partitions or MaxWaitMs, then try again."""
+        """Read the acquirable partitions of `order` within MaxBytes (`fetch_budget`) and acquire with
+        one MaxRecords budget; if nothing came (or MinBytes is not met), wait for an event on one of the
+        partitions or MaxWaitMs, then try again. A fetch carrying acknowledgements waits like any other
+        (Kafka's delayed share fetch); MinBytes 0 answers with whatever is acquirable at once."""
         group_id = request.group_id
-        data: dict[TopicPartition, ShareFetchPartitionData] = {}
-        entries: dict[TopicPartition, SharePartitionEntry] = {}
-        cache = self._partitions
-        to_load = []
-        for tp in order:  # the common case needs no await: the share-partition is loaded and active
-            entry = cache.get(group_id, tp[0], tp[1])
-            if entry is not None and entry.sp.status is SharePartitionStatus.ACTIVE:
-                entries[tp] = entry
-            else:
-                to_load.append(tp)
-        if to_load:  # initialize the others concurrently
-            resolved = await asyncio.gather(*(self._resolve(group_id, tp) for tp in to_load))
-            for tp, result in zip(to_load, resolved):
-                if isinstance(result, SharePartitionEntry):
-                    entries[tp] = result
-                else:
-                    data[tp] = ShareFetchPartitionData(tp[1], error_code=result.error, error_message=result.message)
+        entries, failed = await self._partitions.get_all(group_id, order)
+        data = {tp: ShareFetchPartitionData(tp[1], error_code=exc.error, error_message=exc.message)
+                for tp, exc in failed.items()}
         if not entries or request.max_records == 0 or request.max_bytes == 0:
             return data
         deadline_ms = self.clock.now_ms() + request.max_wait_ms
@@ -377,38 +364,31 @@ class SharePartitionManager:
                     ready.append((tp, entry))
             if not ready:
                 return data
-            final = expired or acks_changed or self._closed or self.clock.now_ms() >= deadline_ms
-            per_partition_bytes = max(1, max_bytes // len(ready))
-            reads: dict[TopicPartition, LogRead | ShareError] = {}
-            if request.min_bytes > 1 and not final:
-                available = 0
-                for tp, entry in ready:
-                    read = reads[tp] = self._read(entry, per_partition_bytes)
-                    if not isinstance(read, ShareError):
-                        nfo = entry.sp.next_fetch_offset()
-                        available += sum(b.size_bytes for b in read.batches if b.last_offset >= nfo)
-                if available < request.min_bytes and not any(isinstance(r, ShareError) for r in reads.values()):
-                    reads = {}
-                    ready_keys = [tp for tp, _e in ready]
-                    outcome = await self.wait_for_records(group_id, ready_keys, deadline_ms)
-                    if outcome is WaitOutcome.CLOSED:
+            final = expired or self._closed or self.clock.now_ms() >= deadline_ms
+            acquirable = [(tp, entry) for tp, entry in ready if can_acquire_records(entry.sp)]
+            if acquirable:
+                reads, available = read_partitions(self.logs, acquirable, max_bytes, self._drop)
+                errors = any(isinstance(r, ShareError) for r in reads.values())
+                # Kafka's MinBytes: the bytes the reads found; MinBytes 0 answers with whatever is acquirable.
+                waits = request.min_bytes > 1 and available < request.min_bytes and not errors
+                final = final or request.min_bytes == 0
+                if not waits or final:
+                    budget = request.max_records
+                    acquired = 0
+                    for tp, entry in ready:
+                        read = reads.get(tp)
+                        if budget <= 0 or read is None:
+                            data[tp] = ShareFetchPartitionData(tp[1])
+                            continue
+                        item = data[tp] = self._acquire(entry, request, budget, read)
+                        acquired += item.acquired_count
+                        budget -= item.acquired_count
+                        errors = errors or item.error_code is not Errors.NONE
+                    if acquired or errors or final:
                         return data
-                    expired = outcome is WaitOutcome.EXPIRED
-                    continue
-            budget = request.max_records
-            acquired = 0
-            errors = False
-            for tp, entry in ready:
-                if budget <= 0:
+            elif final:
+                for tp, _entry in ready:
                     data[tp] = ShareFetchPartitionData(tp[1])
-                    continue
-                item = self._acquire(entry, request, budget, per_partition_bytes, reads.get(tp))
-                data[tp] = item
-                n = item.acquired_count
-                acquired += n
-                budget -= n
-                errors = errors or item.error_code is not Errors.NONE
-            if acquired or errors or final:
                 return data
             outcome = await self.wait_for_records(group_id, [tp for tp, _e in ready], deadline_ms)
             if outcome is WaitOutcome.CLOSED:
@@ -426,46 +406,11 @@ class SharePartitionManager:
             self._purgatory.cancel(waiter)
             raise
 
-    async def _resolve(self, group_id: str, tp: TopicPartition) -> SharePartitionEntry | ShareError:
-        try:
-            return await self._partitions.get_or_create(group_id, tp[0], tp[1])
-        except ShareError as exc:
-            return exc
-
-    def _read(self, entry: SharePartitionEntry, max_bytes: int) -> LogRead | ShareError:
-        """Read batch headers from the share-partition's next fetch offset, pushing a moved log start
-        into it first; a fetch offset retention deleted meanwhile is moved up once and read again."""
-        topic_id, partition = entry.topic_id, entry.partition
-        sp = entry.sp
-        read_committed = sp.config.read_committed
-        for attempt in (0, 1):
-            try:
-                self._sync_log_start(entry)
-                return self.logs.read(topic_id, partition, sp.next_fetch_offset(), max_bytes,
-                                      read_committed=read_committed)
-            except ShareError as exc:
-                if exc.error is Errors.OFFSET_OUT_OF_RANGE and attempt == 0:
-                    continue
-                if exc.error in DROPPING_ERRORS:
-                    self._drop(entry, exc.error)
-                return exc
-        raise AssertionError("unreachable")
-
-    def _sync_log_start(self, entry: SharePartitionEntry) -> None:
-        log_start = self.logs.log_start_offset(entry.topic_id, entry.partition)
-        if log_start > entry.log_start_offset:
-            if log_start > entry.sp.start_offset:
-                entry.sp.update_log_start_offset(log_start)
-            entry.log_start_offset = log_start
-
-    def _acquire(
-        self, entry: SharePartitionEntry, request: ShareFetchRequest, budget: int, max_bytes: int,
-        read: LogRead | ShareError | None,
-    ) -> ShareFetchPartitionData:
-        """Acquire up to `budget` records of one share-partition and pick the batches that ship them."""
+    def _acquire(self, entry: SharePartitionEntry, request: ShareFetchRequest, budget: int,
+                 read: LogRead | ShareError) -> ShareFetchPartitionData:
+        """Acquire up to `budget` records of one share-partition from its read (already cut to its byte
+        limit) and pick the batches that ship them."""
         partition = entry.partition
-        if read is None:
-            read = self._read(entry, max_bytes)
         if isinstance(read, ShareError):
             return ShareFetchPartitionData(partition, error_code=read.error, error_message=read.message)
         batches: Sequence[LogBatch] = read.batches

@@ -9,9 +9,10 @@ gets Kafka's code for that partition, and the next request creates and initializ
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import uuid
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from ..clock import Clock
 from ..config import ShareGroupConfig
@@ -149,6 +150,34 @@ class SharePartitionCache:
         if entry.dropped:  # dropped while it initialized (group deleted, offsets reset)
             raise ShareError(entry.drop_error, "the share-partition was dropped while it initialized")
         return entry
+
+    async def get_all(self, group_id: str, keys: Sequence[tuple[uuid.UUID, int]],
+                      ) -> tuple[dict[tuple[uuid.UUID, int], SharePartitionEntry], dict[tuple[uuid.UUID, int], ShareError]]:
+        """The initialized share-partitions of `keys` (topic id, partition), and the error of each that
+        could not be had. The common case, loaded and active, needs no await; the others initialize
+        concurrently."""
+        entries: dict[tuple[uuid.UUID, int], SharePartitionEntry] = {}
+        errors: dict[tuple[uuid.UUID, int], ShareError] = {}
+        to_load = []
+        for key in keys:
+            entry = self._entries.get((group_id, key[0], key[1]))
+            if entry is not None and entry.sp.status is SharePartitionStatus.ACTIVE:
+                entries[key] = entry
+            else:
+                to_load.append(key)
+        if to_load:
+            async def one(key: tuple[uuid.UUID, int]) -> SharePartitionEntry | ShareError:
+                try:
+                    return await self.get_or_create(group_id, key[0], key[1])
+                except ShareError as exc:
+                    return exc
+
+            for key, result in zip(to_load, await asyncio.gather(*(one(key) for key in to_load))):
+                if isinstance(result, ShareError):
+                    errors[key] = result
+                else:
+                    entries[key] = result
+        return entries, errors
 
     def drop(self, entry: SharePartitionEntry, error: Errors) -> bool:
         """Remove `entry` from the cache (it is re-created on the next request); True if it was cached."""

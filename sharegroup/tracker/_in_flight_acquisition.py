@@ -66,7 +66,7 @@ def _acquire(self: TrackerState, member_id: str, fetched: Sequence[Sequence], ma
                 hole_first = max(cursor, self._gap_start)
                 if hole_first < e.first:
                     acquired += _acquire_new(self, fetched, hole_first, e.first - 1, owner, deadline, runs,
-                                             max_records - acquired, batch_size)
+                                             max_records - acquired, batch_size, True)
                     i = self._index_from(e.first)
                     if acquired >= max_records:
                         break
@@ -107,11 +107,12 @@ def _acquire(self: TrackerState, member_id: str, fetched: Sequence[Sequence], ma
             # A fetch that overlaps no entry may fill a hole below the SPEO; a fetch that overlaps
             # entries leaves the holes between them alone, except persisted-gap holes.
             if self._gap_end >= 0 or not overlapped:
-                hole_first = max(cursor, self._gap_start) if self._gap_end >= 0 else cursor
+                in_window = self._gap_end >= 0
+                hole_first = max(cursor, self._gap_start) if in_window else cursor
                 hole_last = min(hi, self._speo - 1)
                 if hole_first <= hole_last:
                     acquired += _acquire_new(self, fetched, hole_first, hole_last, owner, deadline, runs,
-                                             max_records - acquired, batch_size)
+                                             max_records - acquired, batch_size, in_window and overlapped)
             if acquired < max_records and hi >= self._speo:
                 allowance = self._max_locks - (self._speo - self._spso)
                 acquired += _acquire_new(self, fetched, max(cursor, self._speo), hi, owner, deadline, runs,
@@ -120,7 +121,7 @@ def _acquire(self: TrackerState, member_id: str, fetched: Sequence[Sequence], ma
         self._gap_start = max(self._gap_start, runs[-1][1] + 1)
     if read_committed and runs:
         _archive_aborted(self, fetched, aborted_transactions, runs)
-    _advance(self)
+    _advance(self, True)
     return [AcquiredRecords(r[0], r[1], r[2]) for r in runs]
 
 
@@ -172,8 +173,7 @@ def _acquire_offsets(self: TrackerState, e: _Entry, a: int, b: int, owner: int, 
 
 
 def _acquire_new(self: TrackerState, fetched: Sequence[Sequence], from_offset: int, to_offset: int, owner: int,
-                 deadline: int,
-                 runs: list, budget: int, batch_size: int) -> int:
+                 deadline: int, runs: list, budget: int, batch_size: int, whole: bool = False) -> int:
     """Acquire the fetched offsets in [from_offset, to_offset] as new entries; returns the count.
 
     Whole producer batches are taken until `budget` offsets (counted from `from_offset`) are reached;
@@ -182,6 +182,11 @@ def _acquire_new(self: TrackerState, fetched: Sequence[Sequence], from_offset: i
     base offset at least `batch_size` past the current entry's first; the earlier entry then ends
     just before that base offset, so holes between producer batches belong to it. A range that
     becomes the lowest in flight moves the SPSO to its first offset.
+
+    `whole` (a hole of the persisted-gap window between walked entries, as Kafka acquires it): the
+    range is [from_offset, to_offset] itself, offsets that no fetched batch holds included; the soft
+    limit ends it at the last offset of the fetched batch holding offset `from_offset + budget - 1`,
+    or at that offset when no fetched batch holds it.
     """
     if budget <= 0 or to_offset < from_offset:
         return 0
@@ -189,24 +194,42 @@ def _acquire_new(self: TrackerState, fetched: Sequence[Sequence], from_offset: i
     n = len(fetched)
     while j < n and fetched[j][1] < from_offset:
         j += 1
-    if j == n or fetched[j][0] > to_offset:
-        return 0
     segments: list[list[int]] = []  # [first, last] of each new entry
-    last = -1
-    while j < n:
-        base, batch_last = fetched[j][0], min(fetched[j][1], to_offset)
-        if base > to_offset or (last >= 0 and last - from_offset + 1 >= budget):
-            break
-        start = max(base, from_offset)
-        if not segments:
-            segments.append([start, batch_last])
-        elif batch_size > 0 and start - segments[-1][0] >= batch_size:
-            segments[-1][1] = start - 1
-            segments.append([start, batch_last])
-        else:
-            segments[-1][1] = batch_last
-        last = batch_last
-        j += 1
+    if whole:
+        end = to_offset
+        if budget < to_offset - from_offset + 1:
+            end = from_offset + budget - 1
+            for k in range(j, n):
+                if fetched[k][0] > end:
+                    break
+                if fetched[k][1] >= end:
+                    end = min(fetched[k][1], to_offset)
+                    break
+        segments.append([from_offset, end])
+        while j < n and fetched[j][0] <= end:
+            base = fetched[j][0]
+            if batch_size > 0 and base - segments[-1][0] >= batch_size:
+                segments[-1][1] = base - 1
+                segments.append([base, end])
+            j += 1
+    else:
+        if j == n or fetched[j][0] > to_offset:
+            return 0
+        last = -1
+        while j < n:
+            base, batch_last = fetched[j][0], min(fetched[j][1], to_offset)
+            if base > to_offset or (last >= 0 and last - from_offset + 1 >= budget):
+                break
+            start = max(base, from_offset)
+            if not segments:
+                segments.append([start, batch_last])
+            elif batch_size > 0 and start - segments[-1][0] >= batch_size:
+                segments[-1][1] = start - 1
+                segments.append([start, batch_last])
+            else:
+                segments[-1][1] = batch_last
+            last = batch_last
+            j += 1
     first = segments[0][0]
     i = self._index_from(self._spso)
     if first > self._spso and (i == len(self._entries) or self._entries[i].first > first):

@@ -81,12 +81,18 @@ def _blocking_hole(self: TrackerState, pos: int, end: int) -> int:
         return max(pos, self._gap_start)
     return -1
 
-def _advance(self: TrackerState) -> None:
-    """Move the SPSO over the leading terminal run and drop wholly terminal leading entries."""
+def _advance(self: TrackerState, acquisition: bool = False) -> None:
+    """Move the SPSO over the leading terminal run and drop wholly terminal leading entries.
+
+    After an `acquisition` an SPSO that no entry covers (a leading hole of the persisted-gap window
+    that the read did not acquire) stays where it is, as in Kafka, even when the window has just
+    closed; the next acknowledgement, release, lock expiry or log start move passes it.
+    """
     _close_gap_window_when_done(self)
-    start = _scan_start(self, None)
-    if start > self._spso:
-        self._spso = start
+    if not (acquisition and not _covered(self, self._spso)):
+        start = _scan_start(self, None)
+        if start > self._spso:
+            self._spso = start
     spso = self._spso
     drop = 0
     for e in self._entries:
@@ -102,6 +108,11 @@ def _advance(self: TrackerState) -> None:
         if not self._transitions:
             self._heap.clear()
     _close_gap_window_when_done(self)
+
+def _covered(self: TrackerState, offset: int) -> bool:
+    """Whether an entry covers `offset`."""
+    i = self._index_from(offset)
+    return i < len(self._entries) and self._entries[i].first <= offset
 
 def _close_gap_window_when_done(self: TrackerState) -> None:
     """Close the persisted-gap window once the SPEO moved past the last persisted batch (or the SPSO
