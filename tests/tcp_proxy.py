@@ -62,7 +62,10 @@ class TcpProxy:
                 thread.start()
 
     def _pump(self, link: Link, source: socket.socket, target: socket.socket, to_client: bool) -> None:
-        source.settimeout(None)
+        try:
+            source.settimeout(None)
+        except OSError:  # the link was closed before this pump started
+            return
         while True:
             try:
                 data = source.recv(65536)
