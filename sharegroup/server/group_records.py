@@ -47,6 +47,9 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple, Sequence
 
+from persister.state_log_files import fsync_dir as _fsync_dir
+from persister.state_log_files import fsync_file as _fsync
+
 from ..coordinator import records as rec
 from ..coordinator.classic import records as classic_records
 from ..coordinator.consumer import records as consumer_records
@@ -153,23 +156,6 @@ def _decode_frame(payload: bytes) -> list[tuple[rec.Record, int]]:
 
 
 # -- the file ----------------------------------------------------------------------------------------
-
-
-def _fsync(fd: int) -> None:
-    """Make a file's data durable (fdatasync also flushes the size an append changed)."""
-    if hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:  # pragma: no cover - macOS
-        os.fsync(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a directory's entries durable (a created or renamed file)."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_at(fd: int, data: bytes, position: int) -> None:
@@ -309,7 +295,7 @@ class FileRecordSink:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if created and fsync:
-                _fsync_dir(directory)
+                _fsync_dir(str(directory))
             live, good = cls._replay(path, fd, fsync)
         except BaseException:
             os.close(fd)
@@ -431,7 +417,7 @@ class FileRecordSink:
             os.replace(tmp, self.path)
             renamed = True
             if self._fsync:
-                _fsync_dir(self.directory)
+                _fsync_dir(str(self.directory))
         except OSError as exc:
             if fd >= 0:
                 os.close(fd)
