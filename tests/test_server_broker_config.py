@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharegroup.server.broker_config import CONFIG_DEFS, ServeConfig, parse_properties, split_assignment
+from sharegroup.server.broker_config import CONFIG_DEFS, KNOWN_UNUSED, ServeConfig, parse_properties, split_assignment
 
 
 def test_defaults_are_kafkas():
@@ -54,6 +54,11 @@ def test_values_outside_kafkas_bounds_are_refused_naming_the_key(key, value, wor
     with pytest.raises(ValueError) as info:
         ServeConfig.build({}, [(key, value)])
     assert words in str(info.value)
+
+
+def test_no_key_serve_reads_is_listed_as_unused():
+    assert not KNOWN_UNUSED & CONFIG_DEFS.keys()
+    assert "max.connections" in CONFIG_DEFS and "offsets.topic.segment.bytes" in KNOWN_UNUSED
 
 
 def test_a_key_that_is_no_kafka_broker_config_is_refused():
