@@ -131,3 +131,5 @@ def test_metrics_port_exposes_wire_metrics(serve):
     assert 'sharegroup_server_requests_total{api="Metadata"}' in text
     assert 'sharegroup_server_requests_total{api="ApiVersions"}' in text
     assert "sharegroup_server_connections" in text
+    # the share-state log's own metrics are on the same page (serve opened its LocalPersister)
+    assert 'sharegroup_persister_fsyncs_total{log="' in text

@@ -40,6 +40,7 @@ from ..coordinator import GroupConfig, GroupCoordinator, TopicInfo
 from ..coordinator.classic.config import ClassicGroupConfig
 from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
+from ..metrics import REGISTRY as METRICS_REGISTRY
 from .broker_config import ServeConfig, consumer_group_config
 from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
@@ -156,7 +157,9 @@ class ShareServices:
 
             persister = await KafkaPersister.open_url(share_state, **options)
         else:
-            persister = await LocalPersister.open(data_dir / "share-state", **options)
+            # The state log's metrics join serve's registry, so --metrics-port shows them beside the rest.
+            persister = await LocalPersister.open(data_dir / "share-state", metrics_registry=METRICS_REGISTRY,
+                                                  **options)
         maintenance = ShareStateMaintenance(
             persister.coordinator, prune_interval_ms=config["share.coordinator.state.topic.prune.interval.ms"],
             clock=clock)
