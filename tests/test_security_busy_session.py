@@ -38,8 +38,19 @@ from confluent_kafka.admin import (  # noqa: E402
     UserScramCredentialDeletion,
 )
 
-from tests.security_harness import PASSWORDS, Certificates, TlsRawClient, plain_login, scram_login  # noqa: E402
-from tests.server_harness import ServeProcess  # noqa: E402
+from kio.index import load_response_schema  # noqa: E402
+from kio.serial import entity_reader  # noqa: E402
+
+from tests.security_harness import (  # noqa: E402
+    PASSWORDS,
+    Certificates,
+    TlsRawClient,
+    plain_login,
+    read_until_closed,
+    req,
+    scram_login,
+)
+from tests.server_harness import RawClient, ServeProcess  # noqa: E402
 from tests.share_clients import WAIT_S  # noqa: E402
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -75,6 +86,8 @@ def broker(tmp_path_factory, certs):
         "--add-scram", f"SCRAM-SHA-256=[name=alice,password={PASSWORDS['alice']}]",
         "--add-scram", f"SCRAM-SHA-512=[name=bob,iterations=8192,password={PASSWORDS['bob']}]",
         "--add-scram", "SCRAM-SHA-256=[name=dave,password=dave-secret]",
+        "--add-scram", "SCRAM-SHA-256=[name=erin,password=erin-secret]",
+        "--add-scram", "SCRAM-SHA-256=[name=frank,password=frank-secret]",
         "--metrics-port", "0",
     )
     try:
@@ -195,17 +208,76 @@ def test_a_failed_login_is_answered_on_the_wire_before_the_connection_closes(bro
         client.close()
 
 
-def test_a_login_after_the_scram_credential_was_deleted_fails_with_kafkas_message(broker, certs):
-    dave = _config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "dave", "dave-secret")
-    assert AdminClient(dave).list_topics(timeout=WAIT_S).brokers  # dave's credential works
+def _delete_scram(broker, certs, user: str) -> None:
+    """Delete `user`'s SCRAM-SHA-256 credential through AlterUserScramCredentials, as the super user bob."""
     bob = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-512", "bob", PASSWORDS["bob"]))
-    deletion = UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)
+    deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)
     for future in bob.alter_user_scram_credentials([deletion], request_timeout=WAIT_S).values():
         assert future.result(WAIT_S) is None
+
+
+@pytest.mark.parametrize("listener, user", [("SASL_SSL", "dave"), ("SASL_PLAINTEXT", "erin")])
+def test_a_login_after_the_scram_credential_was_deleted_fails_with_kafkas_message(broker, certs, listener, user):
+    """Rule: a user whose SCRAM credential was deleted gets SASL_AUTHENTICATION_FAILED with Kafka's generic
+    SCRAM text at the next login, on either SASL listener; librdkafka reports `_AUTHENTICATION`."""
+    config = _config(broker, certs, listener, "SCRAM-SHA-256", user, f"{user}-secret")
+    assert AdminClient(config).list_topics(timeout=WAIT_S).brokers  # the credential works
+    _delete_scram(broker, certs, user)
     for client in ("producer", "admin"):
-        error = _first_error(dave, client)
+        error = _first_error(config, client)
         assert error.code() == KafkaError._AUTHENTICATION, error
         assert SCRAM_FAILED.format("SCRAM-SHA-256") in error.str()
+
+
+def test_a_logged_in_client_whose_credential_is_deleted_fails_its_reauthentication_with_kafkas_message(
+        broker, certs):
+    """Rule: a connection that logged in before its user's SCRAM credential was deleted keeps working until
+    its session ends (`connections.max.reauth.ms`); librdkafka's re-authentication then gets
+    SASL_AUTHENTICATION_FAILED with Kafka's re-authentication text, reported as `_AUTHENTICATION`."""
+    errors: list[KafkaError] = []
+    frank = AdminClient({**_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "frank", "frank-secret"),
+                         "error_cb": errors.append})
+    assert frank.list_topics(timeout=WAIT_S).brokers
+    _delete_scram(broker, certs, "frank")
+    deadline = time.monotonic() + WAIT_S
+    while not errors and time.monotonic() < deadline:  # the session lifetime is LIFETIME_MS
+        frank.poll(0.1)
+    assert errors, "frank's connection was never re-authenticated"
+    assert errors[0].code() == KafkaError._AUTHENTICATION, errors[0]
+    assert SCRAM_FAILED.replace("during authentication", "during re-authentication").format(
+        "SCRAM-SHA-256") in errors[0].str()
+
+
+@pytest.mark.parametrize("listener", ["SASL_SSL", "SASL_PLAINTEXT"])
+def test_a_failed_login_pipelined_behind_its_handshake_and_before_more_requests_is_answered_before_the_close(
+        broker, certs, listener):
+    """Rule: the failure answer is written whole before the close even when the client pipelines: the
+    SaslHandshake, the failing SaslAuthenticate and requests behind it in one write get the handshake
+    answer, the SASL_AUTHENTICATION_FAILED answer (nothing for what followed: the connection is muted),
+    then EOF."""
+    if listener == "SASL_SSL":
+        client = TlsRawClient(broker.ports[listener], certs.client_context())
+    else:
+        client = RawClient(broker.ports[listener])
+    try:
+        metadata_frame = client.frame(3, 12, req(3, 12, topics=None, allow_auto_topic_creation=False,
+                                                 include_topic_authorized_operations=False))
+        client.send_raw(client.frame(17, 1, req(17, 1, mechanism="PLAIN"))
+                        + client.frame(36, 2, req(36, 2, auth_bytes=b"\0alice\0not-the-password"))
+                        + metadata_frame * 20)
+        handshake = _response(client.read_frame(), 17, 1)
+        assert handshake.error_code == 0
+        answer = _response(client.read_frame(), 36, 2)
+        assert (answer.error_code, answer.error_message) == (58, PLAIN_FAILED)
+        assert read_until_closed(client.sock) == b""
+    finally:
+        client.close()
+
+
+def _response(frame: bytes, api_key: int, version: int):
+    cls = load_response_schema(api_key, version)
+    _header, offset = entity_reader(cls.__header_schema__)(frame, 0)
+    return entity_reader(cls)(frame, offset)[0]
 
 
 # -- CreateAcls after a busy session -------------------------------------------------------------------
@@ -263,3 +335,43 @@ def test_create_acls_is_refused_to_a_scram_user_without_acls_after_a_busy_securi
                                   AclPermissionType.ANY)
     principals = {b.principal for b in admin.describe_acls(everything, request_timeout=WAIT_S).result(WAIT_S)}
     assert "User:mallory" not in principals  # nothing of alice's request was created
+
+
+# -- a flood of failed logins ----------------------------------------------------------------------------
+
+FLOOD_LOGINS = 400  # ~190 bytes each if logged at WARNING: more than a 64 KiB pipe holds
+
+
+def test_failed_logins_are_logged_at_info_so_a_flood_never_stalls_a_broker_whose_stderr_nobody_reads(tmp_path):
+    """Rule (Kafka logs "Failed authentication with ..." at INFO): a failed login writes nothing to stderr
+    at the default level. Logged at WARNING, a few hundred failed logins filled the unread stderr pipe of
+    a broker run as tests (and many supervisors) run it; the next log write blocked the event loop, and
+    every client then saw only `Local: Broker transport failure` (the failure answer never came)."""
+    server = ServeProcess(
+        tmp_path / "data",
+        "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+        "--override", "sasl.enabled.mechanisms=PLAIN",
+        "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+        "--override", "connection.failed.authentication.delay.ms=0",
+    )
+    try:
+        port = int(server.listener_lines[0].rsplit(":", 1)[1])
+        for _ in range(FLOOD_LOGINS):  # stderr is a pipe the harness reads only at the end
+            client = RawClient(port)
+            try:
+                assert plain_login(client, "carol", "not-the-password").error_code == 58
+                assert client.is_closed_by_peer()
+            finally:
+                client.close()
+        errors: list[KafkaError] = []
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "wrong",
+                             "error_cb": errors.append})
+        deadline = time.monotonic() + WAIT_S
+        while not errors and time.monotonic() < deadline:
+            producer.poll(0.1)
+        assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+        assert PLAIN_FAILED in errors[0].str()
+    finally:
+        _code, _out, err = server.terminate()
+    assert "closing connection" not in err and "Authentication failed" not in err
