@@ -290,6 +290,9 @@ def test_create_acls_is_refused_to_a_scram_user_without_acls_after_a_busy_securi
     SASL_PLAINTEXT, and re-authentications of a super user's connections, a SCRAM user without ACLs
     logged in over SASL_SSL is refused with CLUSTER_AUTHORIZATION_FAILED (and so is the certificate
     principal, on a new connection)."""
+    alice_config = _config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", PASSWORDS["alice"])
+    alice_throughout = AdminClient(alice_config)  # one connection kept through the session (re-authenticating)
+    assert _create(alice_throughout, _acl("User:mallory")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
     for listener, mechanism, user in (("SASL_SSL", "SCRAM-SHA-512", "bob"), ("SASL_SSL", "PLAIN", "admin"),
                                       ("SASL_PLAINTEXT", "PLAIN", "carol"), ("SASL_SSL", "SCRAM-SHA-256", "alice")):
         failed = _first_error(_config(broker, certs, listener, mechanism, user, "wrong"))
@@ -326,10 +329,10 @@ def test_create_acls_is_refused_to_a_scram_user_without_acls_after_a_busy_securi
         bob.poll(0.2)
     assert _create(bob, _acl("User:after-reauth")) == [None]
 
-    alice = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", PASSWORDS["alice"]))
-    refused = _create(alice, _acl("User:mallory"), _acl("User:alice", ResourceType.BROKER, "kafka-cluster",
-                                                        AclOperation.ALL))
-    assert refused == [KafkaError.CLUSTER_AUTHORIZATION_FAILED] * 2
+    for alice in (AdminClient(alice_config), alice_throughout):
+        refused = _create(alice, _acl("User:mallory"), _acl("User:alice", ResourceType.BROKER, "kafka-cluster",
+                                                            AclOperation.ALL))
+        assert refused == [KafkaError.CLUSTER_AUTHORIZATION_FAILED] * 2
     assert _create(AdminClient(writer), _acl("User:writer")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
@@ -375,3 +378,27 @@ def test_failed_logins_are_logged_at_info_so_a_flood_never_stalls_a_broker_whose
     finally:
         _code, _out, err = server.terminate()
     assert "closing connection" not in err and "Authentication failed" not in err
+
+
+def test_a_certificate_mapped_to_a_super_users_name_is_that_super_user_and_lends_nothing_to_sasl_logins(
+        broker, certs, tmp_path):
+    """Rule: principals are compared as `User:<name>` whatever made them. A client certificate whose subject
+    `ssl.principal.mapping.rules` maps to `bob` is the super user User:bob on the SSL listener (as in
+    Kafka); beside it, a SCRAM login without ACLs (alice) and the SCRAM user bob's own logins are decided
+    on their own principal: alice is refused CreateAcls, SCRAM bob is allowed, the certificate
+    `CN=writer` is refused."""
+    issued = certs.ca.issue_cert("bob@example.com", common_name="bob", organization_name="acme",
+                                 organization_unit_name="eng")
+    key, chain = tmp_path / "bob-key.pem", tmp_path / "bob-cert.pem"
+    key.write_bytes(issued.private_key_pem.bytes())
+    chain.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    bob_by_certificate = AdminClient({**_config(broker, certs, "SSL"), "ssl.certificate.location": str(chain),
+                                      "ssl.key.location": str(key)})
+    alice = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", PASSWORDS["alice"]))
+    bob = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-512", "bob", PASSWORDS["bob"]))
+    writer = AdminClient(_config(broker, certs, "SSL", certificate=True))
+    for _ in range(2):  # interleaved, twice: no decision of one principal is reused for another
+        assert _create(bob_by_certificate, _acl("User:cert-bob-grant")) == [None]
+        assert _create(alice, _acl("User:alice-grant")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
+        assert _create(bob, _acl("User:scram-bob-grant")) == [None]
+        assert _create(writer, _acl("User:writer-grant")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
