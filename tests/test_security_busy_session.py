@@ -7,11 +7,17 @@ SASL_PLAINTEXT with JAAS PLAIN users, and PLAINTEXT; a StandardAuthorizer with
 delay (100 ms).
 
 - Failed logins as clients see them: a wrong SCRAM or PLAIN password, and a login after the user's SCRAM
-  credential was deleted, reach librdkafka's error callback as `_AUTHENTICATION` with Kafka's message (the
-  SaslAuthenticate error response arrives before the broker closes the connection).
+  credential was deleted (on both SASL listeners, and the re-authentication of a connection that logged
+  in before the deletion), reach librdkafka's error callback as `_AUTHENTICATION` with Kafka's message
+  (the SaslAuthenticate error response arrives before the broker closes the connection, pipelined
+  requests or not).
+- A flood of failed logins against a broker whose stderr nobody reads: failed logins are logged at INFO,
+  so the pipe never fills and the broker keeps answering (at WARNING it stalled after a few hundred and
+  clients saw only `Local: Broker transport failure`).
 - CreateAcls after a busy session: failed logins, a certificate principal, the super users' own ACL calls
   over three listeners and re-authentications leave nothing behind that lets a SCRAM user without ACLs
-  create ACLs: it gets CLUSTER_AUTHORIZATION_FAILED, as on a fresh broker.
+  create ACLs: it gets CLUSTER_AUTHORIZATION_FAILED, as on a fresh broker; a certificate mapped to a super
+  user's name is that super user and lends its decisions to no other principal.
 """
 
 from __future__ import annotations
