@@ -7,11 +7,17 @@ SASL_PLAINTEXT with JAAS PLAIN users, and PLAINTEXT; a StandardAuthorizer with
 delay (100 ms).
 
 - Failed logins as clients see them: a wrong SCRAM or PLAIN password, and a login after the user's SCRAM
-  credential was deleted, reach librdkafka's error callback as `_AUTHENTICATION` with Kafka's message (the
-  SaslAuthenticate error response arrives before the broker closes the connection).
+  credential was deleted (on both SASL listeners, and the re-authentication of a connection that logged
+  in before the deletion), reach librdkafka's error callback as `_AUTHENTICATION` with Kafka's message
+  (the SaslAuthenticate error response arrives before the broker closes the connection, pipelined
+  requests or not).
+- A flood of failed logins against a broker whose stderr nobody reads: failed logins are logged at INFO,
+  so the pipe never fills and the broker keeps answering (at WARNING it stalled after a few hundred and
+  clients saw only `Local: Broker transport failure`).
 - CreateAcls after a busy session: failed logins, a certificate principal, the super users' own ACL calls
   over three listeners and re-authentications leave nothing behind that lets a SCRAM user without ACLs
-  create ACLs: it gets CLUSTER_AUTHORIZATION_FAILED, as on a fresh broker.
+  create ACLs: it gets CLUSTER_AUTHORIZATION_FAILED, as on a fresh broker; a certificate mapped to a super
+  user's name is that super user and lends its decisions to no other principal.
 """
 
 from __future__ import annotations
@@ -38,8 +44,19 @@ from confluent_kafka.admin import (  # noqa: E402
     UserScramCredentialDeletion,
 )
 
-from tests.security_harness import PASSWORDS, Certificates, TlsRawClient, plain_login, scram_login  # noqa: E402
-from tests.server_harness import ServeProcess  # noqa: E402
+from kio.index import load_response_schema  # noqa: E402
+from kio.serial import entity_reader  # noqa: E402
+
+from tests.security_harness import (  # noqa: E402
+    PASSWORDS,
+    Certificates,
+    TlsRawClient,
+    plain_login,
+    read_until_closed,
+    req,
+    scram_login,
+)
+from tests.server_harness import RawClient, ServeProcess  # noqa: E402
 from tests.share_clients import WAIT_S  # noqa: E402
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -75,6 +92,8 @@ def broker(tmp_path_factory, certs):
         "--add-scram", f"SCRAM-SHA-256=[name=alice,password={PASSWORDS['alice']}]",
         "--add-scram", f"SCRAM-SHA-512=[name=bob,iterations=8192,password={PASSWORDS['bob']}]",
         "--add-scram", "SCRAM-SHA-256=[name=dave,password=dave-secret]",
+        "--add-scram", "SCRAM-SHA-256=[name=erin,password=erin-secret]",
+        "--add-scram", "SCRAM-SHA-256=[name=frank,password=frank-secret]",
         "--metrics-port", "0",
     )
     try:
@@ -195,17 +214,76 @@ def test_a_failed_login_is_answered_on_the_wire_before_the_connection_closes(bro
         client.close()
 
 
-def test_a_login_after_the_scram_credential_was_deleted_fails_with_kafkas_message(broker, certs):
-    dave = _config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "dave", "dave-secret")
-    assert AdminClient(dave).list_topics(timeout=WAIT_S).brokers  # dave's credential works
+def _delete_scram(broker, certs, user: str) -> None:
+    """Delete `user`'s SCRAM-SHA-256 credential through AlterUserScramCredentials, as the super user bob."""
     bob = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-512", "bob", PASSWORDS["bob"]))
-    deletion = UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)
+    deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)
     for future in bob.alter_user_scram_credentials([deletion], request_timeout=WAIT_S).values():
         assert future.result(WAIT_S) is None
+
+
+@pytest.mark.parametrize("listener, user", [("SASL_SSL", "dave"), ("SASL_PLAINTEXT", "erin")])
+def test_a_login_after_the_scram_credential_was_deleted_fails_with_kafkas_message(broker, certs, listener, user):
+    """Rule: a user whose SCRAM credential was deleted gets SASL_AUTHENTICATION_FAILED with Kafka's generic
+    SCRAM text at the next login, on either SASL listener; librdkafka reports `_AUTHENTICATION`."""
+    config = _config(broker, certs, listener, "SCRAM-SHA-256", user, f"{user}-secret")
+    assert AdminClient(config).list_topics(timeout=WAIT_S).brokers  # the credential works
+    _delete_scram(broker, certs, user)
     for client in ("producer", "admin"):
-        error = _first_error(dave, client)
+        error = _first_error(config, client)
         assert error.code() == KafkaError._AUTHENTICATION, error
         assert SCRAM_FAILED.format("SCRAM-SHA-256") in error.str()
+
+
+def test_a_logged_in_client_whose_credential_is_deleted_fails_its_reauthentication_with_kafkas_message(
+        broker, certs):
+    """Rule: a connection that logged in before its user's SCRAM credential was deleted keeps working until
+    its session ends (`connections.max.reauth.ms`); librdkafka's re-authentication then gets
+    SASL_AUTHENTICATION_FAILED with Kafka's re-authentication text, reported as `_AUTHENTICATION`."""
+    errors: list[KafkaError] = []
+    frank = AdminClient({**_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "frank", "frank-secret"),
+                         "error_cb": errors.append})
+    assert frank.list_topics(timeout=WAIT_S).brokers
+    _delete_scram(broker, certs, "frank")
+    deadline = time.monotonic() + WAIT_S
+    while not errors and time.monotonic() < deadline:  # the session lifetime is LIFETIME_MS
+        frank.poll(0.1)
+    assert errors, "frank's connection was never re-authenticated"
+    assert errors[0].code() == KafkaError._AUTHENTICATION, errors[0]
+    assert SCRAM_FAILED.replace("during authentication", "during re-authentication").format(
+        "SCRAM-SHA-256") in errors[0].str()
+
+
+@pytest.mark.parametrize("listener", ["SASL_SSL", "SASL_PLAINTEXT"])
+def test_a_failed_login_pipelined_behind_its_handshake_and_before_more_requests_is_answered_before_the_close(
+        broker, certs, listener):
+    """Rule: the failure answer is written whole before the close even when the client pipelines: the
+    SaslHandshake, the failing SaslAuthenticate and requests behind it in one write get the handshake
+    answer, the SASL_AUTHENTICATION_FAILED answer (nothing for what followed: the connection is muted),
+    then EOF."""
+    if listener == "SASL_SSL":
+        client = TlsRawClient(broker.ports[listener], certs.client_context())
+    else:
+        client = RawClient(broker.ports[listener])
+    try:
+        metadata_frame = client.frame(3, 12, req(3, 12, topics=None, allow_auto_topic_creation=False,
+                                                 include_topic_authorized_operations=False))
+        client.send_raw(client.frame(17, 1, req(17, 1, mechanism="PLAIN"))
+                        + client.frame(36, 2, req(36, 2, auth_bytes=b"\0alice\0not-the-password"))
+                        + metadata_frame * 20)
+        handshake = _response(client.read_frame(), 17, 1)
+        assert handshake.error_code == 0
+        answer = _response(client.read_frame(), 36, 2)
+        assert (answer.error_code, answer.error_message) == (58, PLAIN_FAILED)
+        assert read_until_closed(client.sock) == b""
+    finally:
+        client.close()
+
+
+def _response(frame: bytes, api_key: int, version: int):
+    cls = load_response_schema(api_key, version)
+    _header, offset = entity_reader(cls.__header_schema__)(frame, 0)
+    return entity_reader(cls)(frame, offset)[0]
 
 
 # -- CreateAcls after a busy session -------------------------------------------------------------------
@@ -218,6 +296,9 @@ def test_create_acls_is_refused_to_a_scram_user_without_acls_after_a_busy_securi
     SASL_PLAINTEXT, and re-authentications of a super user's connections, a SCRAM user without ACLs
     logged in over SASL_SSL is refused with CLUSTER_AUTHORIZATION_FAILED (and so is the certificate
     principal, on a new connection)."""
+    alice_config = _config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", PASSWORDS["alice"])
+    alice_throughout = AdminClient(alice_config)  # one connection kept through the session (re-authenticating)
+    assert _create(alice_throughout, _acl("User:mallory")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
     for listener, mechanism, user in (("SASL_SSL", "SCRAM-SHA-512", "bob"), ("SASL_SSL", "PLAIN", "admin"),
                                       ("SASL_PLAINTEXT", "PLAIN", "carol"), ("SASL_SSL", "SCRAM-SHA-256", "alice")):
         failed = _first_error(_config(broker, certs, listener, mechanism, user, "wrong"))
@@ -254,12 +335,76 @@ def test_create_acls_is_refused_to_a_scram_user_without_acls_after_a_busy_securi
         bob.poll(0.2)
     assert _create(bob, _acl("User:after-reauth")) == [None]
 
-    alice = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", PASSWORDS["alice"]))
-    refused = _create(alice, _acl("User:mallory"), _acl("User:alice", ResourceType.BROKER, "kafka-cluster",
-                                                        AclOperation.ALL))
-    assert refused == [KafkaError.CLUSTER_AUTHORIZATION_FAILED] * 2
+    for alice in (AdminClient(alice_config), alice_throughout):
+        refused = _create(alice, _acl("User:mallory"), _acl("User:alice", ResourceType.BROKER, "kafka-cluster",
+                                                            AclOperation.ALL))
+        assert refused == [KafkaError.CLUSTER_AUTHORIZATION_FAILED] * 2
     assert _create(AdminClient(writer), _acl("User:writer")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
     principals = {b.principal for b in admin.describe_acls(everything, request_timeout=WAIT_S).result(WAIT_S)}
     assert "User:mallory" not in principals  # nothing of alice's request was created
+
+
+# -- a flood of failed logins ----------------------------------------------------------------------------
+
+FLOOD_LOGINS = 400  # ~190 bytes each if logged at WARNING: more than a 64 KiB pipe holds
+
+
+def test_failed_logins_are_logged_at_info_so_a_flood_never_stalls_a_broker_whose_stderr_nobody_reads(tmp_path):
+    """Rule (Kafka logs "Failed authentication with ..." at INFO): a failed login writes nothing to stderr
+    at the default level. Logged at WARNING, a few hundred failed logins filled the unread stderr pipe of
+    a broker run as tests (and many supervisors) run it; the next log write blocked the event loop, and
+    every client then saw only `Local: Broker transport failure` (the failure answer never came)."""
+    server = ServeProcess(
+        tmp_path / "data",
+        "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+        "--override", "sasl.enabled.mechanisms=PLAIN",
+        "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+        "--override", "connection.failed.authentication.delay.ms=0",
+    )
+    try:
+        port = int(server.listener_lines[0].rsplit(":", 1)[1])
+        for _ in range(FLOOD_LOGINS):  # stderr is a pipe the harness reads only at the end
+            client = RawClient(port)
+            try:
+                assert plain_login(client, "carol", "not-the-password").error_code == 58
+                assert client.is_closed_by_peer()
+            finally:
+                client.close()
+        errors: list[KafkaError] = []
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "wrong",
+                             "error_cb": errors.append})
+        deadline = time.monotonic() + WAIT_S
+        while not errors and time.monotonic() < deadline:
+            producer.poll(0.1)
+        assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+        assert PLAIN_FAILED in errors[0].str()
+    finally:
+        _code, _out, err = server.terminate()
+    assert "closing connection" not in err and "Authentication failed" not in err
+
+
+def test_a_certificate_mapped_to_a_super_users_name_is_that_super_user_and_lends_nothing_to_sasl_logins(
+        broker, certs, tmp_path):
+    """Rule: principals are compared as `User:<name>` whatever made them. A client certificate whose subject
+    `ssl.principal.mapping.rules` maps to `bob` is the super user User:bob on the SSL listener (as in
+    Kafka); beside it, a SCRAM login without ACLs (alice) and the SCRAM user bob's own logins are decided
+    on their own principal: alice is refused CreateAcls, SCRAM bob is allowed, the certificate
+    `CN=writer` is refused."""
+    issued = certs.ca.issue_cert("bob@example.com", common_name="bob", organization_name="acme",
+                                 organization_unit_name="eng")
+    key, chain = tmp_path / "bob-key.pem", tmp_path / "bob-cert.pem"
+    key.write_bytes(issued.private_key_pem.bytes())
+    chain.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    bob_by_certificate = AdminClient({**_config(broker, certs, "SSL"), "ssl.certificate.location": str(chain),
+                                      "ssl.key.location": str(key)})
+    alice = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-256", "alice", PASSWORDS["alice"]))
+    bob = AdminClient(_config(broker, certs, "SASL_SSL", "SCRAM-SHA-512", "bob", PASSWORDS["bob"]))
+    writer = AdminClient(_config(broker, certs, "SSL", certificate=True))
+    for _ in range(2):  # interleaved, twice: no decision of one principal is reused for another
+        assert _create(bob_by_certificate, _acl("User:cert-bob-grant")) == [None]
+        assert _create(alice, _acl("User:alice-grant")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
+        assert _create(bob, _acl("User:scram-bob-grant")) == [None]
+        assert _create(writer, _acl("User:writer-grant")) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]

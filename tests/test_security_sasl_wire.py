@@ -7,6 +7,8 @@ delay itself is checked on the authenticator in test_security_units.py).
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -44,7 +46,9 @@ def client(broker):
 
 
 def test_a_request_before_the_handshake_closes_the_connection_without_an_answer(client, caplog):
-    """A failed login for Kafka (IllegalSaslStateException): no answer, closed after the delay (0 here)."""
+    """A failed login for Kafka (IllegalSaslStateException): no answer, closed after the delay (0 here);
+    logged at INFO, as Kafka logs a failed authentication."""
+    caplog.set_level(logging.INFO, logger="sharegroup.server")
     client.send_raw(client.frame(3, 12, req(3, 12, topics=[], allow_auto_topic_creation=False,
                                             include_topic_authorized_operations=False)))
     assert client.is_closed_by_peer()
@@ -65,6 +69,7 @@ def test_after_api_versions_only_a_handshake_is_accepted(broker):
 
 
 def test_bytes_that_are_no_kafka_request_close_the_connection(client, caplog):
+    caplog.set_level(logging.INFO, logger="sharegroup.server")
     client.send_raw(b"\x00\x00\x00\x05hello")
     assert client.is_closed_by_peer()
     assert ("Exception handling first SASL packet from client, GSSAPI is not supported by server"
@@ -197,6 +202,7 @@ def test_without_a_session_lifetime_a_handshake_after_login_gets_illegal_sasl_st
 def test_reauthentication_with_another_mechanism_fails_without_an_answer(broker, caplog):
     """The handshake is accepted; the SaslAuthenticate after it fails before it is handled (Kafka's
     REAUTH_BAD_MECHANISM), so no response is sent and the connection closes."""
+    caplog.set_level(logging.INFO, logger="sharegroup.server")
     c = RawClient(broker.broker.bound["SASL_PLAINTEXT"][1])
     try:
         assert plain_login(c, "bob", "bob-secret").error_code == 0

@@ -44,7 +44,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .api import BrokerView, CloseConnection, RequestContext, SessionExpired
+from .api import BrokerView, CloseConnection, DelayedClose, RequestContext, SessionExpired
 from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
 from .security.listeners import Listener
@@ -280,8 +280,16 @@ class Connection:
 
     async def _close_for(self, exc: CloseConnection) -> None:
         """Close for `exc`: after its delay (muted meanwhile: nothing else of this connection is handled)
-        and its response, when it has them (a failed SASL login)."""
-        log.warning("closing connection %s: %s", self.peer, exc)
+        and its response, when it has them (a failed SASL login).
+
+        Logged at Kafka's levels: a failed login (Kafka's "Failed authentication with ...") and an expired
+        session at INFO, anything else at WARNING. Clients cause failed logins at will, so at the default
+        level they write nothing to stderr: a broker whose stderr nobody reads (a pipe that fills up
+        blocks every write, and the event loop with it) keeps answering."""
+        if isinstance(exc, (DelayedClose, SessionExpired)):
+            log.info("closing connection %s: %s", self.peer, exc)
+        else:
+            log.warning("closing connection %s: %s", self.peer, exc)
         self.broker.metrics.closed_connections.inc()
         if isinstance(exc, SessionExpired):
             self.broker.metrics.expired_connections_killed.inc()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .broker_config import ServeConfig, parse_properties, split_assignment
+from .log_output import LogOutput
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9092
@@ -238,11 +239,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for line in config.warnings:
         print(line, file=sys.stderr)
-    logging.basicConfig(level=logging.WARNING, format="sharegroup serve: %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    # Through a queue and a writer thread: the event loop never waits for stderr (see log_output).
+    log_output = LogOutput(sys.stderr, logging.WARNING, "sharegroup serve: %(levelname)s %(name)s: %(message)s")
+    log_output.start()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(_serve(args, config, security, quotas))
     except (OSError, ValueError) as exc:  # the port is taken, the data directory is not writable, a bad ACL file, ...
+        log_output.stop()
         print(f"sharegroup serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        log_output.stop()
