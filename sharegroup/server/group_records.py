@@ -54,6 +54,7 @@ from ..coordinator import records as rec
 from ..coordinator.classic import records as classic_records
 from ..coordinator.consumer import records as consumer_records
 from ..coordinator.share import records as share_records
+from ..coordinator.transactions import records as txn_records
 from ..errors import Errors, ShareError
 from ..topics import CorruptLogError
 
@@ -79,7 +80,8 @@ _CLASSES: dict[str, type] = {
                 share_records.TopicMetadata,
                 *classic_records.CLASSIC_VALUE_TYPES, *classic_records.CLASSIC_VALUE_TYPES.values(),
                 *classic_records.NESTED_TYPES,
-                *consumer_records.CONSUMER_VALUE_TYPES, *consumer_records.CONSUMER_VALUE_TYPES.values())
+                *consumer_records.CONSUMER_VALUE_TYPES, *consumer_records.CONSUMER_VALUE_TYPES.values(),
+                txn_records.TransactionLogKey, txn_records.TransactionLogValue)  # DIR/transactions reuses the sink
 }
 
 

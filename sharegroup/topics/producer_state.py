@@ -96,6 +96,10 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
+    def items(self) -> list[tuple[int, ProducerEntry]]:
+        """Every producer with its entry (DescribeProducers)."""
+        return list(self._producers.items())
+
     def check(self, headers: Sequence[BatchHeader], base_offsets: Sequence[int]
               ) -> tuple[BatchMetadata | None, dict[int, ProducerEntry]]:
         """Check the batches of one produce, to be written at `base_offsets`. Returns (the original

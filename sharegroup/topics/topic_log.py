@@ -226,6 +226,11 @@ class TopicLog:
         """Closed: queued appends were written and the files closed (no append is taken any more)."""
         return self._closed and self._writer.task is None and all(s.fd < 0 for s in self._segments)
 
+    def active_producers(self) -> list[tuple[int, ProducerEntry, int]]:
+        """(producer id, its entry, the first offset of its open transaction or -1) of every producer."""
+        open_txns = self._txns.open_transactions()
+        return [(pid, entry, open_txns.get(pid, -1)) for pid, entry in self._producers.items()]
+
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.entry(producer_id)
 
