@@ -161,9 +161,13 @@ class TransactionCoordinator:
         complete; returns how many were completed."""
         for record in self._sink.read_all():
             key = record.key
-            if not isinstance(key, TransactionLogKey) or not isinstance(record.value, TransactionLogValue):
+            if not isinstance(key, TransactionLogKey) or not (
+                    record.value is None or isinstance(record.value, TransactionLogValue)):
                 raise ValueError(f"not a transaction state record: {record!r}")
-            self._txns[key.transactional_id] = TransactionMetadata.from_value(key.transactional_id, record.value)
+            if record.value is None:  # a tombstone: the id expired
+                self._txns.pop(key.transactional_id, None)
+            else:
+                self._txns[key.transactional_id] = TransactionMetadata.from_value(key.transactional_id, record.value)
         self.loaded = True
         completed = 0
         for meta in list(self._txns.values()):
