@@ -101,7 +101,7 @@ class BrokerThread:
         if self.share is not None:
             self.call(self.share.start())
         if self.transactions is not None:
-            self.transactions.start()
+            self.call(self.transactions.start())
         self.call(self.broker.start())
 
     def call(self, coro, timeout: float = IO_TIMEOUT_S):

@@ -197,7 +197,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = 
     metrics = None
     try:
         await share.start()  # the lock timer and member expiry run before the first request comes in
-        transactions.start()  # transaction timeouts and transactional-id expiry
+        await transactions.start()  # transaction timeouts and transactional-id expiry
         await broker.start()
         if args.metrics_port is not None:
             from ..metrics import bind_manager_metrics, serve_metrics

@@ -16,7 +16,7 @@ coordinator, its state durable under `DIR/transactions` (the role of `__transact
   `transactional.id.expiration.ms` are removed.
 
     transactions = await TransactionServices.open(data_dir, config, store, share)  # loads, completes prepared
-    transactions.start(); ...; await transactions.close()
+    await transactions.start(); ...; await transactions.close()
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _new_producer_id(store: Any) -> Callable[[], int]:
 
 
 class TransactionServices:
-    """The coordinator and its periodic jobs; `await TransactionServices.open(...)`, `start()`, `await close()`."""
+    """The coordinator and its periodic jobs; `await TransactionServices.open(...)`, `await start()`, `await close()`."""
 
     def __init__(self, coordinator: TransactionCoordinator, sink: FileRecordSink, config: ServeConfig,
                  verification: bool) -> None:
@@ -92,7 +92,8 @@ class TransactionServices:
             log.info("transactions: completed %d transactions a restart left prepared", completed)
         return cls(coordinator, sink, config, bool(config["transaction.partition.verification.enable"]))
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Start the periodic jobs (on the running loop)."""
         config = self.config
         self._tasks = [
             asyncio.create_task(_every(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000,

@@ -6,7 +6,8 @@ ListTransactions (66) v0-2 (what `kafka-transactions.sh` and Admin.describeTrans
   sequence, last timestamp, coordinator epoch (0: one coordinator generation) and the first offset of its
   open transaction (-1 when none).
 - DescribeTransactions: DESCRIBE on each transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an
-  unknown id is TRANSACTIONAL_ID_NOT_FOUND; topics the caller may not DESCRIBE are left out.
+  unknown id is TRANSACTIONAL_ID_NOT_FOUND; topics the caller may not DESCRIBE are left out. The start
+  time is -1 when no transaction is open (Kafka's value; Java's admin client reads it as "none").
 - ListTransactions: ids the caller may not DESCRIBE are left out silently; filters by state (names the
   broker does not know come back in UnknownStateFilters), producer id, v1 duration (running longer than)
   and v2 transactional id pattern (a Java-style regular expression; an invalid one is
@@ -67,10 +68,10 @@ def describe_producers_error(ctx: RequestContext, request: Any, code: int) -> An
 
 
 def _state(ctx: RequestContext, transactional_id: str, code: int, meta: Any = None) -> dict[str, Any]:
-    if meta is None:
+    if meta is None:  # the other fields keep their schema defaults, as Kafka's error entries do
         return {"error_code": code, "transactional_id": transactional_id, "transaction_state": "",
-                "transaction_timeout": 0, "transaction_start_time": _EPOCH - datetime.timedelta(milliseconds=1),
-                "producer_id": -1, "producer_epoch": -1, "topics": []}
+                "transaction_timeout": 0, "transaction_start_time": _EPOCH, "producer_id": 0, "producer_epoch": 0,
+                "topics": []}
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(meta.partitions):
         by_topic.setdefault(topic, []).append(partition)
