@@ -116,3 +116,37 @@ def test_a_transaction_caught_between_prepare_commit_and_its_markers_is_complete
         assert committed.offset == 7
     finally:
         serve.kill()
+
+
+def test_read_committed_share_group_across_a_sigkill_gets_every_committed_record_and_no_aborted_one(tmp_path):
+    from tests.share_clients import poll_until, share_consumer
+    from tests.test_server_transactions_clients import _set_isolation
+
+    serve = ServeProcess(tmp_path, *TXN_ARGS)
+    try:
+        topics(serve.bootstrap, "st")
+        _set_isolation(serve.bootstrap, "rc-group", "read_committed")
+        producer = txn_producer(serve.bootstrap, "tx-share")
+        producer.begin_transaction()
+        producer.produce("st", b"c0")
+        producer.commit_transaction(WAIT_S)
+        producer.begin_transaction()
+        producer.produce("st", b"x0")
+        assert producer.flush(WAIT_S) == 0
+        producer.abort_transaction(WAIT_S)
+        producer.begin_transaction()
+        producer.produce("st", b"open")  # still open when the broker dies
+        assert producer.flush(WAIT_S) == 0
+        serve = restarted(tmp_path, serve)
+        successor = txn_producer(serve.bootstrap, "tx-share")  # aborts the transaction the crash left open
+        successor.begin_transaction()
+        successor.produce("st", b"c1")
+        successor.commit_transaction(WAIT_S)
+        consumer = share_consumer(serve.bootstrap, "rc-group", "st")
+        try:
+            got = poll_until(consumer, lambda seen: b"c1" in [m.value() for m in seen])
+        finally:
+            consumer.close()
+        assert sorted(m.value() for m in got) == [b"c0", b"c1"]
+    finally:
+        serve.kill()

@@ -311,3 +311,30 @@ async def _async(fn, *args, **kwargs):
 def test_offsets_partition_is_javas_hash_modulo():
     assert offsets_partition_for("test", 50) == 3556498 % 50
     assert offsets_partition_for("", 50) == 0
+
+
+def test_the_durable_state_stays_bounded_by_the_live_transactional_ids(tmp_path):
+    from sharegroup.server.group_records import FileRecordSink
+
+    sink = FileRecordSink.open(tmp_path, fsync=False, min_compaction_bytes=8192)
+    try:
+        env = Env(sink=sink, id_expiration_ms=1000)  # type: ignore[arg-type]
+        c = env.coordinator
+        for i in range(300):  # many transactions of a few ids, then ids that come and go
+            tid = f"tx-{i % 3}"
+            pid, epoch = run(c.init_producer_id(tid, 60_000))
+            run(c.add_partitions(tid, pid, epoch, [("a", i % 4)]))
+            run(c.end_transaction(tid, pid, epoch, commit=i % 2 == 0))
+            assert sink.file_bytes <= max(8192, 2 * sink.live_bytes) + 512
+        for i in range(100):
+            run(c.init_producer_id(f"short-{i}", 60_000))
+        env.clock.advance(1000)
+        assert len(run(c.expire_transactional_ids())) == 103
+        assert len(sink) == 0 and len(c) == 0
+    finally:
+        sink.close()
+    again = FileRecordSink.open(tmp_path, fsync=False)
+    try:
+        assert Env(sink=again).coordinator.transactions() == []  # type: ignore[arg-type]
+    finally:
+        again.close()
