@@ -279,3 +279,32 @@ def test_aiokafka_transactional_producer_commits_and_aborts(serve):
             await consumer.stop()
 
     assert asyncio.run(run()) == [b"kept", b"end"]
+
+
+def test_send_offsets_of_a_subscribed_group_member_is_checked_and_committed(serve):
+    """KIP-447: the offsets carry the member's generation and member id, which the coordinator checks."""
+    source, sink, group = unique("in"), unique("out"), unique("member")
+    topics(serve.bootstrap, source, sink)
+    produce(serve.bootstrap, source, [(None, b"%d" % i, None) for i in range(3)])
+    consumer = Consumer({"bootstrap.servers": serve.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([source])
+    producer = txn_producer(serve.bootstrap, unique("tx"))
+    try:
+        got = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < 3:
+            assert time.monotonic() < deadline, got
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+        metadata = consumer.consumer_group_metadata()
+        producer.begin_transaction()
+        for value in got:
+            producer.produce(sink, value + b"!")
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), metadata, WAIT_S)
+        producer.commit_transaction(WAIT_S)
+        (committed,) = consumer.committed([TopicPartition(source, 0)], WAIT_S)
+        assert committed.offset == 3
+    finally:
+        consumer.close()
