@@ -120,10 +120,12 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
         refused = broker.transactions.verify_produce(transactional_id or "", *producer, topic.name, index,
                                                      ctx.api_version)
         if refused:
-            return _partition(index, int(refused), f"{topic.name}-{index} is not part of an ongoing transaction "
-                              f"of producer {producer[0]} epoch {producer[1]}" if refused == ErrorCode.invalid_txn_state
-                              else None, log_start_offset=broker.store.log_start_offset(topic.topic_id, index)
-                              if refused == ErrorCode.invalid_producer_epoch else -1)
+            message = None
+            if refused in (ErrorCode.invalid_txn_state, ErrorCode.transaction_abortable):
+                message = (f"{topic.name}-{index} is not part of an ongoing transaction of producer {producer[0]} "
+                           f"epoch {producer[1]}")
+            log_start = broker.store.log_start_offset(topic.topic_id, index) if refused in _WITH_LOG_START else -1
+            return _partition(index, int(refused), message, log_start_offset=log_start)
     try:
         result = await broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
     except ShareError as exc:
