@@ -399,18 +399,22 @@ class TransactionCoordinator:
         completion of prepared transactions whose markers failed. Returns the ids aborted."""
         now = self._clock.now_ms()
         aborted = []
-        for meta in list(self._txns.values()):
-            if meta.transactional_id in self._busy:
+        for transactional_id in list(self._txns):
+            meta = self._txns.get(transactional_id)  # as it is now: an earlier abort of this pass awaited
+            if meta is None or transactional_id in self._busy:
                 continue
-            if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
-                with self._exclusive(meta.transactional_id):
-                    log.info("transaction of %r timed out after %d ms: aborting", meta.transactional_id,
-                             now - meta.start_ms)
-                    await self._fence_and_abort(meta)
-                aborted.append(meta.transactional_id)
-            elif meta.state in _PREPARED:
-                with self._exclusive(meta.transactional_id):
-                    await self._complete(meta)
+            try:
+                if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
+                    with self._exclusive(meta.transactional_id):
+                        log.info("transaction of %r timed out after %d ms: aborting", meta.transactional_id,
+                                 now - meta.start_ms)
+                        await self._fence_and_abort(meta)
+                    aborted.append(meta.transactional_id)
+                elif meta.state in _PREPARED:
+                    with self._exclusive(meta.transactional_id):
+                        await self._complete(meta)
+            except ShareError as exc:  # one id's failure (a busy id, a failed write) must not stop the pass
+                log.warning("transaction of %r: %s; retried at the next pass", meta.transactional_id, exc.message)
         return aborted
 
     async def expire_transactional_ids(self) -> list[str]:
@@ -419,7 +423,11 @@ class TransactionCoordinator:
         gone = [m.transactional_id for m in self._txns.values()
                 if m.state in _SETTLED and m.last_update_ms <= cutoff and m.transactional_id not in self._busy]
         if gone:
-            await self._sink.append([Record(TransactionLogKey(tid), None) for tid in gone])
+            self._busy.update(gone)  # an InitProducerId meanwhile waits (CONCURRENT_TRANSACTIONS) for the tombstone
+            try:
+                await self._sink.append([Record(TransactionLogKey(tid), None) for tid in gone])
+            finally:
+                self._busy.difference_update(gone)
             for tid in gone:
                 del self._txns[tid]
             log.info("transactional ids expired: %s", ", ".join(gone))
