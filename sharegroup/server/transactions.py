@@ -62,7 +62,8 @@ def _new_producer_id(store: Any) -> Callable[[], int]:
 
 
 class TransactionServices:
-    """The coordinator and its periodic jobs; `await TransactionServices.open(...)`, `await start()`, `await close()`."""
+    """The coordinator and its periodic jobs: `await TransactionServices.open(...)`, `await start()`,
+    `await close()`."""
 
     def __init__(self, coordinator: TransactionCoordinator, sink: FileRecordSink, config: ServeConfig,
                  verification: bool) -> None:

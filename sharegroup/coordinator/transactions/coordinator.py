@@ -28,6 +28,7 @@ TransactionMetadata):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -201,7 +202,8 @@ class TransactionCoordinator:
             try:
                 regex = re.compile(pattern)
             except re.error as exc:
-                raise ShareError(Errors.INVALID_REGULAR_EXPRESSION, f"invalid regular expression {pattern!r}: {exc}") from None
+                raise ShareError(Errors.INVALID_REGULAR_EXPRESSION,
+                                 f"invalid regular expression {pattern!r}: {exc}") from None
         now = self._clock.now_ms()
         out = []
         for meta in self._txns.values():
@@ -302,8 +304,8 @@ class TransactionCoordinator:
             raise ShareError(Errors.INVALID_PRODUCER_ID_MAPPING,
                              f"producer {producer_id} is not the producer of {transactional_id!r}")
         if meta.producer_epoch != producer_epoch:
-            raise _fenced(f"epoch {producer_epoch} of {transactional_id!r} is not the current epoch {meta.producer_epoch}"
-                          f": a newer producer instance fenced this one")
+            raise _fenced(f"epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
+                          f"{meta.producer_epoch}: a newer producer instance fenced this one")
         return meta
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -373,7 +375,8 @@ class TransactionCoordinator:
             raise ShareError(Errors.INVALID_PRODUCER_ID_MAPPING,
                              f"producer {producer_id} is not the producer of {transactional_id!r}")
         if meta.producer_epoch != producer_epoch:
-            raise _fenced(f"epoch {producer_epoch} of {transactional_id!r} is not the current epoch {meta.producer_epoch}")
+            raise _fenced(f"epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
+                          f"{meta.producer_epoch}")
         if transactional_id in self._busy:
             raise ShareError(Errors.CONCURRENT_TRANSACTIONS, f"a transition of {transactional_id!r} is in progress")
         outcome = "commit" if commit else "abort"
@@ -466,22 +469,26 @@ class TransactionCoordinator:
         return await self._complete(prepared)
 
     async def _complete(self, meta: TransactionMetadata) -> TransactionMetadata | None:
-        """Write the markers of a prepared transaction to every partition, apply (commit) or drop (abort)
-        its pending offsets, then write Complete*. None when a marker failed (the state stays prepared)."""
+        """Write the markers of a prepared transaction to every partition (concurrently), apply (commit) or
+        drop (abort) its pending offsets, then write Complete*. None when a marker failed (the state stays
+        prepared)."""
         commit = meta.state is TxnState.PREPARE_COMMIT
+        targets = [(topic, partition) for topic, partition in sorted(meta.partitions) if topic != OFFSETS_TOPIC]
+        outcomes = await asyncio.gather(*(self._markers.write_marker(topic, partition, meta.producer_id,
+                                                                     meta.producer_epoch, commit)
+                                          for topic, partition in targets), return_exceptions=True)
         failed = []
-        for topic, partition in sorted(meta.partitions):
-            if topic == OFFSETS_TOPIC:
+        for (topic, partition), outcome in zip(targets, outcomes):
+            if outcome is None:
                 continue
-            try:
-                await self._markers.write_marker(topic, partition, meta.producer_id, meta.producer_epoch, commit)
-            except ShareError as exc:
-                if exc.error in (Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED,
+            if not isinstance(outcome, ShareError):
+                raise outcome  # a bug, not a refusal
+            if outcome.error in (Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED,
                                  Errors.UNKNOWN_TOPIC_OR_PARTITION):
-                    log.warning("%r: %s marker for %s-%d dropped: %s", meta.transactional_id,
-                                "COMMIT" if commit else "ABORT", topic, partition, exc.message)
-                    continue
-                failed.append((topic, partition, exc))
+                log.warning("%r: %s marker for %s-%d dropped: %s", meta.transactional_id,
+                            "COMMIT" if commit else "ABORT", topic, partition, outcome.message)
+                continue
+            failed.append((topic, partition, outcome))
         if failed:
             for topic, partition, exc in failed:
                 log.warning("%r: writing the %s marker to %s-%d failed (%s); retried later", meta.transactional_id,

@@ -38,7 +38,8 @@ def _producers(ctx: RequestContext, name: str, index: int, allowed: bool) -> dic
         return failed(int(Errors.TOPIC_AUTHORIZATION_FAILED))
     info = ctx.broker.store.topic_by_name(name)
     if info is None or not 0 <= index < info.num_partitions:
-        return failed(int(Errors.UNKNOWN_TOPIC_OR_PARTITION), f"This server does not host this topic-partition: {name}-{index}")
+        return failed(int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                      f"This server does not host this topic-partition: {name}-{index}")
     producers = []
     for producer_id, entry, txn_start in ctx.broker.store.partition_log(info.topic_id, index).active_producers():
         producers.append({"producer_id": producer_id, "producer_epoch": entry.epoch,

@@ -46,8 +46,9 @@ def _coordinator(ctx: RequestContext) -> Any:
 
 
 def _topic_results(topics: Any, code_of: Any) -> list[dict[str, Any]]:
-    return [{"name": t.name, "results_by_partition": [{"partition_index": int(p), "partition_error_code": int(code_of(t.name, int(p)))}
-                                                     for p in t.partitions]} for t in topics]
+    return [{"name": t.name, "results_by_partition": [
+        {"partition_index": int(p), "partition_error_code": int(code_of(t.name, int(p)))} for p in t.partitions]}
+        for t in topics]
 
 
 async def _add_one(ctx: RequestContext, coordinator: Any, transactional_id: str, producer_id: int, producer_epoch: int,
