@@ -308,3 +308,31 @@ def test_send_offsets_of_a_subscribed_group_member_is_checked_and_committed(serv
         assert committed.offset == 3
     finally:
         consumer.close()
+
+
+def test_kafka_python_transactional_producer_with_offsets(serve):
+    """kafka-python's own transaction manager (InitProducerId v3+, AddPartitionsToTxn, AddOffsetsToTxn,
+    TxnOffsetCommit, EndTxn up to v3): an aborted transaction, then a committed one with offsets."""
+    kafka = pytest.importorskip("kafka")
+    topic, source, group = unique("kp"), unique("kp-in"), unique("kp-group")
+    topics(serve.bootstrap, topic, source)
+    producer = kafka.KafkaProducer(bootstrap_servers=serve.bootstrap, transactional_id=unique("kp-tx"))
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"dropped").get(WAIT_S)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"kept").get(WAIT_S)
+        producer.send_offsets_to_transaction({kafka.TopicPartition(source, 0): kafka.OffsetAndMetadata(4, "", -1)},
+                                             group)
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=WAIT_S)
+    assert read_values(serve.bootstrap, topic, "read_committed", b"kept") == [b"kept"]
+    consumer = Consumer({"bootstrap.servers": serve.bootstrap, "group.id": group})
+    try:
+        (committed,) = consumer.committed([TopicPartition(source, 0)], WAIT_S)
+    finally:
+        consumer.close()
+    assert committed.offset == 4

@@ -338,3 +338,29 @@ def test_the_durable_state_stays_bounded_by_the_live_transactional_ids(tmp_path)
         assert Env(sink=again).coordinator.transactions() == []  # type: ignore[arg-type]
     finally:
         again.close()
+
+
+def test_an_init_while_its_id_expires_waits_for_the_tombstone():
+    env = Env(id_expiration_ms=1000)
+    c = env.coordinator
+    run(c.init_producer_id("tx", 60_000))
+    env.clock.advance(1000)
+
+    class SlowSink(MemoryRecordSink):
+        async def append(self, records):
+            await asyncio.sleep(0.01)
+            await super().append(records)
+
+    c._sink = SlowSink()
+
+    async def both():
+        expiry = asyncio.ensure_future(c.expire_transactional_ids())
+        await asyncio.sleep(0)
+        with pytest.raises(ShareError) as info:
+            await c.init_producer_id("tx", 60_000)
+        assert await expiry == ["tx"]
+        return info.value.error
+
+    assert run(both()) == Errors.CONCURRENT_TRANSACTIONS
+    assert c.get("tx") is None
+    assert run(c.init_producer_id("tx", 60_000))[1] == 0  # a new id after the retry
