@@ -11,7 +11,7 @@ import pytest
 from sharegroup.server.authorization import AclOperation as Op, ResourceType as RT
 from sharegroup.server.codec import build, request_class
 from sharegroup.server.security.acls import AclBinding, AclBindingFilter, AclPermissionType as Perm, PatternType as PT
-from tests.server_harness import BrokerThread, RawClient
+from tests.server_harness import BrokerThread, RawClient, batch_bytes
 
 NONE, UNKNOWN_TOPIC, INVALID_REQUEST = 0, 3, 42
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_MAPPING, INVALID_TIMEOUT = 47, 48, 49, 50
@@ -164,6 +164,17 @@ def test_transactional_produce_must_go_to_a_partition_of_the_ongoing_transaction
     assert end(client, tid, pid, epoch, False) == NONE
     init(client, tid)
     assert produce(client, "a", 1, tid, pid, epoch, seq=1) == INVALID_PRODUCER_EPOCH  # the fenced zombie
+
+
+def test_a_producer_with_an_open_transaction_cannot_write_outside_it(client):
+    tid, _, pid, epoch = init(client)
+    assert add(client, tid, pid, epoch, [("b", 0)]) == {("b", 0): NONE}
+    assert produce(client, "b", 0, tid, pid, epoch) == NONE
+    plain = call(client, 0, 9, {"transactional_id": None, "acks": -1, "timeout": datetime.timedelta(seconds=5),
+                                "topic_data": [{"name": "b", "partition_data": [{"index": 0, "records": batch_bytes(
+                                    1, producer_id=pid, producer_epoch=epoch, base_sequence=1)}]}]})
+    assert plain.responses[0].partition_responses[0].error_code == INVALID_TXN_STATE
+    assert end(client, tid, pid, epoch, True) == NONE
 
 
 def test_txn_offset_commit_needs_add_offsets_and_is_unstable_until_committed(client):

@@ -214,6 +214,10 @@ class TransactionIndex:
             self._aborted.append(_Aborted(pid, first, header.base_offset))
             self._aborted_last.append(header.base_offset)
 
+    def is_open(self, producer_id: int) -> bool:
+        """Whether `producer_id` has an open transaction in this partition."""
+        return producer_id in self._open
+
     def first_unstable_offset(self) -> int | None:
         return min(self._open.values(), default=None)
 

@@ -264,7 +264,8 @@ class TopicLog:
 
         Raises ShareError with Kafka's code, changing nothing, for bad batches (record_batch), a request
         larger than `segment.bytes` (RECORD_LIST_TOO_LARGE), producer epoch/sequence faults
-        (producer_state) or a failed disk (KAFKA_STORAGE_ERROR). A duplicate of one of a producer's last
+        (producer_state), a non-transactional batch of a producer with a transaction open here
+        (INVALID_TXN_STATE) or a failed disk (KAFKA_STORAGE_ERROR). A duplicate of one of a producer's last
         five batches appends nothing and answers with the original offsets (`duplicate=True`)."""
         await self._writer.wait_for_room()
         self._check_writable()
@@ -286,6 +287,10 @@ class TopicLog:
         for h in headers:
             bases.append(offset)
             offset += h.last_offset_delta + 1
+        for h in headers:  # Kafka's rule: a producer with an open transaction here writes only transactionally
+            if h.producer_id >= 0 and not h.is_transactional and self._txns.is_open(h.producer_id):
+                raise ShareError(Errors.INVALID_TXN_STATE, f"producer {h.producer_id} has an open transaction in "
+                                 "this partition: a non-transactional batch is refused")
         duplicate, updates = self._producers.check(headers, bases)
         if duplicate is not None:
             if acks != 0:
