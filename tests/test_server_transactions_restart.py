@@ -4,6 +4,8 @@ committed, and a transaction caught between PrepareCommit and its markers is com
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 pytest.importorskip("confluent_kafka")
@@ -148,5 +150,49 @@ def test_read_committed_share_group_across_a_sigkill_gets_every_committed_record
         finally:
             consumer.close()
         assert sorted(m.value() for m in got) == [b"c0", b"c1"]
+    finally:
+        serve.kill()
+
+
+def test_consume_transform_produce_across_a_sigkill_gives_each_input_exactly_once(tmp_path):
+    """Exactly once: a pipeline killed with the broker mid-transaction resumes from the offsets of its last
+    committed transaction, and read_committed readers of its output see every input once."""
+    from tests.share_clients import produce as plain_produce
+
+    serve = ServeProcess(tmp_path, *TXN_ARGS)
+    try:
+        topics(serve.bootstrap, "src", "dst")
+        plain_produce(serve.bootstrap, "src", [(None, b"%d" % i, None) for i in range(6)])
+
+        def step(bootstrap: str, producer, count: int, commit: bool = True) -> None:
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pipeline", "enable.auto.commit": False,
+                                 "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+            try:
+                (start,) = consumer.committed([TopicPartition("src", 0)], WAIT_S)
+                consumer.assign([TopicPartition("src", 0, max(start.offset, 0))])
+                producer.begin_transaction()
+                taken = 0
+                deadline = time.monotonic() + WAIT_S
+                while taken < count:
+                    assert time.monotonic() < deadline, f"{taken} of {count} inputs from offset {start.offset}"
+                    message = consumer.poll(0.2)
+                    if message is not None and message.error() is None:
+                        producer.produce("dst", message.value() + b"!")
+                        taken += 1
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                     consumer.consumer_group_metadata(), WAIT_S)
+                if commit:
+                    producer.commit_transaction(WAIT_S)
+                else:
+                    assert producer.flush(WAIT_S) == 0
+            finally:
+                consumer.close()
+
+        step(serve.bootstrap, txn_producer(serve.bootstrap, "pipeline-1"), 2)
+        step(serve.bootstrap, txn_producer(serve.bootstrap, "pipeline-1"), 2, commit=False)  # the crash comes here
+        serve = restarted(tmp_path, serve)
+        producer = txn_producer(serve.bootstrap, "pipeline-1")  # aborts the interrupted transaction
+        step(serve.bootstrap, producer, 4)
+        assert read_values(serve.bootstrap, "dst", "read_committed", b"5!") == [b"%d!" % i for i in range(6)]
     finally:
         serve.kill()

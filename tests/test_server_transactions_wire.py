@@ -174,7 +174,15 @@ def test_a_producer_with_an_open_transaction_cannot_write_outside_it(client):
                                 "topic_data": [{"name": "b", "partition_data": [{"index": 0, "records": batch_bytes(
                                     1, producer_id=pid, producer_epoch=epoch, base_sequence=1)}]}]})
     assert plain.responses[0].partition_responses[0].error_code == INVALID_TXN_STATE
+    described = call(client, 61, 0, {"topics": [{"name": "b", "partition_indexes": [0]}, {"name": "nope",
+                                                                                        "partition_indexes": [0]}]})
+    (ours,) = [p for p in described.topics[0].partitions[0].active_producers if p.producer_id == pid]
+    assert ours.producer_epoch == epoch and ours.current_txn_start_offset >= 0 and ours.last_sequence == 0
+    assert described.topics[1].partitions[0].error_code == UNKNOWN_TOPIC
     assert end(client, tid, pid, epoch, True) == NONE
+    described = call(client, 61, 0, {"topics": [{"name": "b", "partition_indexes": [0]}]})
+    (ours,) = [p for p in described.topics[0].partitions[0].active_producers if p.producer_id == pid]
+    assert ours.current_txn_start_offset == -1  # the COMMIT marker closed it
 
 
 def test_txn_offset_commit_needs_add_offsets_and_is_unstable_until_committed(client):
