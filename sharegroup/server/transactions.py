@@ -77,7 +77,7 @@ class TransactionServices:
     async def open(cls, data_dir: Path | str, config: ServeConfig, store: Any, share: Any = None, *,
                    clock: Clock | None = None, fsync: bool = True) -> "TransactionServices":
         """Replay `DIR/transactions` and complete the transactions a crash left prepared."""
-        sink = FileRecordSink.open(Path(data_dir) / TRANSACTIONS_DIR, fsync=fsync)
+        sink = FileRecordSink.open(Path(data_dir) / TRANSACTIONS_DIR, fsync=fsync, what="transaction state")
         try:
             coordinator = TransactionCoordinator(
                 sink, StoreMarkers(store), _new_producer_id(store), clock if clock is not None else SystemClock(),
