@@ -52,25 +52,24 @@ def _topic_results(topics: Any, code_of: Any) -> list[dict[str, Any]]:
 
 
 async def _add_one(ctx: RequestContext, coordinator: Any, transactional_id: str, producer_id: int, producer_epoch: int,
-                   topics: Any, verify_only: bool, check_topics: bool) -> list[dict[str, Any]]:
+                   topics: Any, verify_only: bool) -> list[dict[str, Any]]:
     """The per-partition results of one transaction's AddPartitionsToTxn (or its verification)."""
     if coordinator is None:
         return _topic_results(topics, lambda _t, _p: NOT_AVAILABLE)
     if verify_only:
         return _topic_results(topics, lambda t, p: coordinator.verify_partition(transactional_id, producer_id,
                                                                                 producer_epoch, t, p))
-    if check_topics:
-        allowed = {t.name: ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name) for t in topics}
-        failed: dict[tuple[str, int], int] = {}
-        for t in topics:
-            info = ctx.broker.store.topic_by_name(t.name)
-            for p in t.partitions:
-                if not allowed[t.name]:
-                    failed[(t.name, int(p))] = int(Errors.TOPIC_AUTHORIZATION_FAILED)
-                elif info is None or not 0 <= int(p) < info.num_partitions:
-                    failed[(t.name, int(p))] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-        if failed:
-            return _topic_results(topics, lambda t, p: failed.get((t, p), int(Errors.OPERATION_NOT_ATTEMPTED)))
+    allowed = {t.name: ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name) for t in topics}
+    failed: dict[tuple[str, int], int] = {}
+    for t in topics:
+        info = ctx.broker.store.topic_by_name(t.name)
+        for p in t.partitions:
+            if not allowed[t.name]:
+                failed[(t.name, int(p))] = int(Errors.TOPIC_AUTHORIZATION_FAILED)
+            elif info is None or not 0 <= int(p) < info.num_partitions:
+                failed[(t.name, int(p))] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    if failed:  # nothing is added: the others are OPERATION_NOT_ATTEMPTED
+        return _topic_results(topics, lambda t, p: failed.get((t, p), int(Errors.OPERATION_NOT_ATTEMPTED)))
     try:
         await coordinator.add_partitions(transactional_id, producer_id, producer_epoch,
                                          [(t.name, int(p)) for t in topics for p in t.partitions])
@@ -88,14 +87,14 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
         if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             return add_partitions_error(ctx, request, TXN_AUTH)
         results = await _add_one(ctx, coordinator, transactional_id, int(request.v3_and_below_producer_id),
-                                 int(request.v3_and_below_producer_epoch), topics, False, True)
+                                 int(request.v3_and_below_producer_epoch), topics, False)
         return ctx.response({"throttle_time": 0, "results_by_topic_v3_and_below": results})
     if not ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return add_partitions_error(ctx, request, int(Errors.CLUSTER_AUTHORIZATION_FAILED))
     answers = []
     for txn in request.transactions:
         results = await _add_one(ctx, coordinator, txn.transactional_id, int(txn.producer_id),
-                                 int(txn.producer_epoch), txn.topics, bool(txn.verify_only), True)
+                                 int(txn.producer_epoch), txn.topics, bool(txn.verify_only))
         answers.append({"transactional_id": txn.transactional_id, "topic_results": results})
     return ctx.response({"throttle_time": 0, "error_code": 0, "results_by_transaction": answers})
 
