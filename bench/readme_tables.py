@@ -48,6 +48,7 @@ AUDIT = "bench/bench_audit.py::test_audit_throughput_spark_vs_single_process_pyt
 E2E = "bench/bench_e2e.py::test_e2e_serve_vs_mock"
 SECURITY = "bench/bench_security.py::test_share_consume_sasl_ssl_vs_plaintext"
 SOAK = "bench/bench_soak.py::test_soak_serve_state_stays_bounded"
+TRANSACTIONS = "bench/bench_transactions.py::test_transactional_vs_idempotent_producer"
 
 
 class Missing(Exception):
@@ -231,6 +232,18 @@ def block_security(run: Run) -> list[str]:
             f"alternated runs per listener: SASL_SSL (TLS, SCRAM-SHA-512) **{count(x('sasl_ssl_records_per_s'))}** "
             f"vs PLAINTEXT **{count(x('plaintext_records_per_s'))} records/s**, "
             f"**{times(x('sasl_ssl_over_plaintext'))}**. " + run.stamp()]
+
+
+def block_transactions(run: Run) -> list[str]:
+    x = lambda key: run.extra(TRANSACTIONS, key)  # noqa: E731
+    rows = [["idempotent producer (acks=all)", f"**{count(x('idempotent_records_per_s'))}**", "1×"]]
+    for size in (100, 1000):
+        key = f"transactions_of_{size}"
+        rows.append([f"transactional, {count(size)} records per transaction",
+                     f"**{count(x(key + '_records_per_s'))}**", times(x(key + "_over_idempotent"))])
+    return [*table(["producer", "committed records/s", "vs idempotent"], rows), "",
+            f"{count(x('records'))} records of {x('record_bytes')} B to one partition per run, best of "
+            f"{x('rounds')} alternated runs per producer (every run's rate is in the JSON). " + run.stamp()]
 
 
 def block_tracker(run: Run) -> list[str]:
@@ -500,6 +513,7 @@ BLOCKS: dict[str, Callable[[Run], list[str]]] = {
     "run": block_run,
     "e2e": block_e2e,
     "security": block_security,
+    "transactions": block_transactions,
     "tracker": block_tracker,
     "tracker-sweep": block_tracker_sweep,
     "partition": block_partition,

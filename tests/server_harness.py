@@ -74,7 +74,7 @@ class BrokerThread:
 
     def __init__(self, data_dir: pathlib.Path, store: Any = None, overrides: dict[str, Any] | None = None,
                  host: str = "127.0.0.1", share: bool = False, group_configs: dict[str, Any] | None = None,
-                 clock: Any = None) -> None:
+                 clock: Any = None, transactions: bool = False) -> None:
         from sharegroup.server.broker import Broker
         from sharegroup.server.broker_config import ServeConfig
 
@@ -90,10 +90,18 @@ class BrokerThread:
             from sharegroup.server.serve import open_share_services
 
             self.share = self.call(open_share_services(data_dir, self.config, store, clock=clock))
+        self.transactions = None
+        if transactions:  # the transaction coordinator (over the share services' group coordinator, if any)
+            from sharegroup.server.serve import open_transaction_services
+
+            self.transactions = self.call(open_transaction_services(data_dir, self.config, store, self.share,
+                                                                    clock=clock))
         self.broker = Broker(self.config, self.store, host=host, port=0, node_id=1, data_dir=data_dir,
-                             share=self.share)
+                             share=self.share, transactions=self.transactions)
         if self.share is not None:
             self.call(self.share.start())
+        if self.transactions is not None:
+            self.call(self.transactions.start())
         self.call(self.broker.start())
 
     def call(self, coro, timeout: float = IO_TIMEOUT_S):

@@ -251,6 +251,10 @@ def full_run() -> dict:
     out.append(bench(readme_tables.SECURITY, 5.0, records=200_000, record_bytes=100, rounds=3,
                      sasl_ssl_records_per_s=874_995, plaintext_records_per_s=826_127, sasl_ssl_over_plaintext=1.059,
                      sasl_ssl_runs_records_per_s=[874_995], plaintext_runs_records_per_s=[826_127]))
+    out.append(bench(readme_tables.TRANSACTIONS, 5.0, records=20_000, record_bytes=100, rounds=3,
+                     idempotent_records_per_s=250_000, transactions_of_100_records_per_s=18_000,
+                     transactions_of_100_over_idempotent=0.072, transactions_of_1000_records_per_s=125_000,
+                     transactions_of_1000_over_idempotent=0.5))
     out.append(soak_bench())
     return run_json(*out)
 
@@ -314,6 +318,7 @@ def test_every_block_renders_from_a_run_of_every_benchmark():
                             "broker ≤ 0.5 µs "), row_a
     assert row_a.split("|")[5].strip().startswith("broker")  # the retired throughput target is not shown
     assert "SASL_SSL (TLS, SCRAM-SHA-512) **874,995** vs PLAINTEXT **826,127 records/s**, **1.06×**" in text
+    assert "| transactional, 100 records per transaction | **18,000** | 0.072× |" in text
     assert "| write latency p99 with 8 writers | 3.80× one fsync |  |" in text
     assert "| recovery after pruning | replays 100,000 records" in text and "| bounded ✅ |" in text
     assert "warm session (median of 3: 8.14, 8.32, 9.09 s)" in text

@@ -47,6 +47,11 @@ PUBLIC = {
         "GroupListing", "JoinGroupResult", "LeaveMemberResult", "SyncGroupResult", "decode_assignment",
         "encode_assignment", "encode_subscription", "subscribed_topics",
     ],
+    "sharegroup.coordinator.transactions": [
+        "EXHAUSTED_EPOCH", "MarkerWriter", "OFFSETS_TOPIC", "PendingOffset", "STATE_NAMES", "TransactionCoordinator",
+        "TransactionLogKey", "TransactionLogValue", "TransactionMetadata", "TransactionSink", "TransactionalOffsets",
+        "TxnState", "offsets_partition_for",
+    ],
     "sharegroup.server": [],
     "sharegroup.server.handlers": ["HANDLER_MODULES", "all_handlers"],
     "sharegroup.server.security": [],

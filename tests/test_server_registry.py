@@ -17,9 +17,10 @@ from tests.server_harness import BrokerThread, RawClient
 def test_every_served_api_has_one_module_and_kio_knows_every_advertised_version():
     registry = HandlerRegistry(all_handlers())
     assert registry.advertised() == [(0, 3, 12), (1, 4, 17), (2, 1, 9), (3, 0, 13), (8, 2, 9), (9, 1, 9), (10, 0, 6), (11, 0, 9), (12, 0, 4), (13, 0, 5),
-                                     (14, 0, 5), (15, 0, 6), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 2, 7), (20, 1, 6), (21, 0, 2), (22, 0, 5), (29, 1, 3),
+                                     (14, 0, 5), (15, 0, 6), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 2, 7), (20, 1, 6), (21, 0, 2), (22, 0, 5),
+                                     (24, 0, 5), (25, 0, 4), (26, 0, 4), (28, 0, 4), (29, 1, 3),
                                      (30, 1, 3), (31, 1, 3), (32, 1, 4), (33, 0, 2), (36, 0, 2), (37, 0, 3), (42, 0, 2), (44, 0, 1), (47, 0, 0), (50, 0, 0), (51, 0, 0),
-                                     (68, 0, 1), (69, 0, 1), (76, 1, 1), (77, 1, 1), (78, 1, 2),
+                                     (61, 0, 0), (65, 0, 0), (66, 0, 2), (68, 0, 1), (69, 0, 1), (76, 1, 1), (77, 1, 1), (78, 1, 2),
                                      (79, 1, 2), (90, 0, 1), (91, 0, 0), (92, 0, 0)]
     assert all(len(m.HANDLERS) >= 1 for m in HANDLER_MODULES)
     assert registry.get(3, 13) is not None and registry.get(3, 14) is None and registry.get(76, 0) is None

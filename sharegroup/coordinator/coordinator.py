@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Awaitable, Callable, Iterable, Mapping
+from typing import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from ..clock import Clock, SystemClock
 from ..errors import Errors, ShareError
@@ -61,6 +61,7 @@ from .share.heartbeat import Membership
 from .share.partition_lifecycle import PERSISTER_ATTEMPTS, PartitionStateLifecycle
 from .share.responses import GroupDescription, OffsetInfo
 from .topics import TopicsLookup
+from .transactions.records import PendingOffset
 from .validation import (
     check_group_id,
     check_member_epoch,
@@ -387,6 +388,18 @@ class GroupCoordinator:
         """OffsetCommit; see `ClassicCoordinator.offset_commit`."""
         return await self._classic.offset_commit(group_id, generation_id, member_id, partitions, group_instance_id,
                                                  api_version, retention_ms)
+
+    async def validate_transactional_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                                             generation_id: int, partitions: Sequence[tuple[str, int, str | None]]
+                                             ) -> dict[tuple[str, int], Errors]:
+        """TxnOffsetCommit's KIP-447 member checks (the transaction coordinator's `TransactionalOffsets`)."""
+        return await self._classic.validate_transactional_offsets(group_id, member_id, group_instance_id,
+                                                                  generation_id, partitions)
+
+    async def commit_transactional_offsets(self, group_id: str, offsets: Sequence[PendingOffset]) -> None:
+        """A committed transaction's pending offsets become committed offsets."""
+        await self._classic.commit_transactional_offsets(group_id, [
+            CommitRequest(o.topic, o.partition, o.offset, o.leader_epoch, o.metadata) for o in offsets])
 
     async def offset_fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
                            member_id: str | None = None, member_epoch: int = -1,

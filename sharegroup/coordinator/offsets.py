@@ -139,6 +139,43 @@ class CommittedOffsets:
         await self.store.commit(records)
         return results
 
+    # -- TxnOffsetCommit (KIP-447) --------------------------------------------------------------------
+
+    def validate_transactional(self, group_id: str, member_id: str, group_instance_id: str | None,
+                               generation_id: int, partitions: Iterable[tuple[str, int, str | None]]
+                               ) -> dict[TopicPartition, Errors]:
+        """Whether a TxnOffsetCommit may leave these offsets pending (Kafka's transactional offset
+        validation): a missing group with generation < 0 becomes a simple group, else ILLEGAL_GENERATION;
+        member checks as for OffsetCommit, except that a rebalance does not block it and a stale consumer
+        group member epoch is ILLEGAL_GENERATION. Per partition NONE or OFFSET_METADATA_TOO_LARGE."""
+        hooks = self._hooks(group_id)
+        if hooks is None:
+            if generation_id >= 0:
+                raise ShareError(Errors.ILLEGAL_GENERATION, f"Group {group_id} not found.")
+            self.create_simple_group(group_id)
+            log.info("group %s: created as a simple group by a transactional offset commit", group_id)
+        elif generation_id >= 0 or member_id or group_instance_id is not None:
+            try:
+                hooks.validate_commit(group_id, member_id, group_instance_id, generation_id, 9)
+            except ShareError as exc:
+                if exc.error == Errors.STALE_MEMBER_EPOCH:
+                    raise ShareError(Errors.ILLEGAL_GENERATION, exc.message) from None
+                if exc.error != Errors.REBALANCE_IN_PROGRESS:
+                    raise
+        return {(topic, partition): Errors.OFFSET_METADATA_TOO_LARGE
+                if _java_length(metadata or "") > self.config.offset_metadata_max_bytes else Errors.NONE
+                for topic, partition, metadata in partitions}
+
+    async def commit_transactional(self, group_id: str, partitions: list[CommitRequest]) -> None:
+        """Make a committed transaction's offsets committed (no member checks: they were checked when
+        the offsets were sent); a group gone meanwhile comes back as a simple group."""
+        if self.group_type(group_id) is None:
+            self.create_simple_group(group_id)
+        now_ms = self.clock.now_ms()
+        await self.store.commit([Record(OffsetCommitKey(group_id, p.topic, p.partition),
+                                        OffsetCommitValue(p.offset, p.leader_epoch, p.metadata or "", now_ms, -1))
+                                 for p in partitions])
+
     # -- OffsetFetch ----------------------------------------------------------------------------------
 
     def fetch(self, group_id: str, partitions: Iterable[TopicPartition] | None, member_id: str | None = None,

@@ -25,6 +25,7 @@ from .codec import EncodedResponse, build, response_class
 from .security.broker_security import BrokerSecurity
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
+from .transactions import TransactionServices
 from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics
 
@@ -71,6 +72,7 @@ class BrokerView(Protocol):
     store: TopicStore  # the topic store: topics, their partition logs, producer ids
     topics: TopicAdmin  # topic look-ups and creation over the store, with Kafka's validation
     share: ShareServices | None  # persister, group coordinator, manager; None: the group APIs are unavailable
+    transactions: TransactionServices | None  # the transaction coordinator; None: transactional APIs unavailable
     authorizer: Authorizer  # AllowEveryone, or the StandardAuthorizer of `authorizer.class.name`
     security: BrokerSecurity  # listeners, TLS contexts, SASL settings, SCRAM credentials
     metrics: WireMetrics

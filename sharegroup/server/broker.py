@@ -17,6 +17,7 @@ connection_quotas.py) and socket buffer sizes; each connection bounds its reques
 `broker.close()` closes the share services before the store. With share services, a closed connection
 closes the share sessions it opened and a retention pass pushes moved log starts into them. Without them
 (`share=None`, an embedding that serves topics only) the group APIs answer COORDINATOR_NOT_AVAILABLE.
+Without `transactions` (see transactions.py) the transactional APIs answer COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .security.listeners import Listener
 from .security.ssl_principal import NoMatchingRule
 from .share_services import ShareServices
 from .topic_admin import TopicAdmin
+from .transactions import TransactionServices
 from .turns import PipelineTurns
 from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics, wire_metrics_for
@@ -92,6 +94,7 @@ class Broker:
         authorizer: Authorizer | None = None,
         security: BrokerSecurity | None = None,
         quotas: ConnectionQuotas | None = None,
+        transactions: TransactionServices | None = None,
     ) -> None:
         if handlers is None:
             handlers = all_handlers()
@@ -104,6 +107,7 @@ class Broker:
         self.registry = HandlerRegistry(handlers)
         self.topics = TopicAdmin(store, config)
         self.share = share  # persister, group coordinator and manager (None: no share or consumer groups)
+        self.transactions = transactions  # the transaction coordinator (None: transactional APIs unavailable)
         self.cluster_id = load_cluster_id(self.data_dir)
         self.request_counts: Counter[str] = Counter()
         self.metrics = metrics if metrics is not None else wire_metrics_for()
@@ -220,6 +224,8 @@ class Broker:
             await asyncio.gather(self._retention_task, return_exceptions=True)
         for acceptor in self._acceptors:  # stops accepting, then ends the listener's connections
             await acceptor.close()
+        if self.transactions is not None:  # before the share services and the store it writes through
+            await self.transactions.close()
         if self.share is not None:  # before the store: the services may still read or write through it
             await self.share.close()
         await self.store.close()

@@ -101,6 +101,16 @@ CONFIG_DEFS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.message.timestamp.after.max.ms", "long", 3_600_000, 0,
               doc="how far ahead of the broker's clock a produced CreateTime timestamp may be"),
     ConfigDef("transaction.max.timeout.ms", "int", 900_000, 1, doc="bound of InitProducerId's transaction timeout"),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000, 1,
+              doc="how often the transaction coordinator aborts transactions past their timeout"),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3_600_000, 1,
+              doc="how often transactional ids past transactional.id.expiration.ms are removed"),
+    ConfigDef("transactional.id.expiration.ms", "int", 604_800_000, 1,
+              doc="a transactional id idle (no transaction) this long is forgotten"),
+    ConfigDef("transaction.partition.verification.enable", "boolean", True,
+              doc="KIP-890: a transactional produce must go to a partition of the producer's ongoing transaction"),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, 1,
+              doc="partitions of __consumer_offsets, which name a group's offsets partition in a transaction"),
     ConfigDef("group.share.record.lock.duration.ms", "int", 30_000, 1000, 3_600_000,
               doc="how long an acquired record stays locked to its share consumer"),
     ConfigDef("group.share.min.record.lock.duration.ms", "int", 15_000, 1000, 3_600_000,
@@ -330,7 +340,7 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     metrics.sample.window.ms min.insync.replicas node.id num.io.threads num.network.threads num.recovery.threads.per.data.dir
     num.replica.alter.log.dirs.threads num.replica.fetchers offsets.commit.timeout.ms
     offsets.load.buffer.size offsets.topic.compression.codec
-    offsets.topic.num.partitions offsets.topic.replication.factor offsets.topic.segment.bytes principal.builder.class
+    offsets.topic.replication.factor offsets.topic.segment.bytes principal.builder.class
     process.roles producer.id.expiration.check.interval.ms producer.purgatory.purge.interval.requests
     queued.max.request.bytes quota.window.num quota.window.size.seconds remote.log.storage.system.enable
     replica.fetch.backoff.ms replica.fetch.max.bytes replica.fetch.min.bytes replica.fetch.response.max.bytes
@@ -342,10 +352,9 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
     share.coordinator.state.topic.num.partitions share.coordinator.state.topic.replication.factor
     share.coordinator.threads share.coordinator.write.timeout.ms socket.connection.setup.timeout.max.ms
     socket.connection.setup.timeout.ms socket.listen.backlog.size socket.receive.buffer.bytes socket.send.buffer.bytes
-    telemetry.max.bytes transaction.abort.timed.out.transaction.cleanup.interval.ms transaction.partition.verification.enable
-    transaction.remove.expired.transaction.cleanup.interval.ms transaction.state.log.load.buffer.size
+    telemetry.max.bytes transaction.state.log.load.buffer.size
     transaction.state.log.min.isr transaction.state.log.num.partitions transaction.state.log.replication.factor
-    transaction.state.log.segment.bytes transactional.id.expiration.ms unclean.leader.election.enable
+    transaction.state.log.segment.bytes unclean.leader.election.enable
     unstable.api.versions.enable unstable.feature.versions.enable zookeeper.connect zookeeper.connection.timeout.ms
     zookeeper.session.timeout.ms zookeeper.set.acl
     """.split()

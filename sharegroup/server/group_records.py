@@ -54,6 +54,7 @@ from ..coordinator import records as rec
 from ..coordinator.classic import records as classic_records
 from ..coordinator.consumer import records as consumer_records
 from ..coordinator.share import records as share_records
+from ..coordinator.transactions import records as txn_records
 from ..errors import Errors, ShareError
 from ..topics import CorruptLogError
 
@@ -81,7 +82,8 @@ _CLASSES: dict[str, type] = {
                 share_records.TopicMetadata,
                 *classic_records.CLASSIC_VALUE_TYPES, *classic_records.CLASSIC_VALUE_TYPES.values(),
                 *classic_records.NESTED_TYPES,
-                *consumer_records.CONSUMER_VALUE_TYPES, *consumer_records.CONSUMER_VALUE_TYPES.values())
+                *consumer_records.CONSUMER_VALUE_TYPES, *consumer_records.CONSUMER_VALUE_TYPES.values(),
+                txn_records.TransactionLogKey, txn_records.TransactionLogValue)  # DIR/transactions reuses the sink
 }
 
 
@@ -256,8 +258,10 @@ class FileRecordSink:
     """Group records in `directory/records.log`, compacted; open with `FileRecordSink.open(directory)`."""
 
     def __init__(self, directory: Path, fd: int, live: dict[Any, tuple[rec.Record, int]], file_bytes: int, *,
-                 fsync: bool, min_cleanable_dirty_ratio: float, min_compaction_bytes: int) -> None:
+                 fsync: bool, min_cleanable_dirty_ratio: float, min_compaction_bytes: int,
+                 what: str = "group records") -> None:
         self.directory = directory
+        self.what = what  # what the store holds, for its messages ("transaction state" for DIR/transactions)
         self.path = directory / FILE_NAME
         self._fd = fd
         self._live = live  # key -> (latest record, its encoded size), in the order of those records
@@ -278,7 +282,7 @@ class FileRecordSink:
     @classmethod
     def open(cls, directory: str | os.PathLike, *, fsync: bool = True,
              min_cleanable_dirty_ratio: float = DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
-             min_compaction_bytes: int = DEFAULT_MIN_COMPACTION_BYTES) -> "FileRecordSink":
+             min_compaction_bytes: int = DEFAULT_MIN_COMPACTION_BYTES, what: str = "group records") -> "FileRecordSink":
         """Replay `directory/records.log` (created if missing): cut a torn tail off (WARNING), refuse a
         corrupt frame in the middle (CorruptLogError naming file and byte; nothing changed)."""
         if isinstance(min_cleanable_dirty_ratio, bool) or not 0 <= min_cleanable_dirty_ratio < 1:
@@ -303,7 +307,7 @@ class FileRecordSink:
             os.close(fd)
             raise
         return cls(directory, fd, live, good, fsync=fsync, min_cleanable_dirty_ratio=min_cleanable_dirty_ratio,
-                   min_compaction_bytes=min_compaction_bytes)
+                   min_compaction_bytes=min_compaction_bytes, what=what)
 
     @staticmethod
     def _replay(path: Path, fd: int, fsync: bool) -> tuple[dict[Any, tuple[rec.Record, int]], int]:
@@ -335,9 +339,9 @@ class FileRecordSink:
         items = [_encode_record(r) for r in records]  # TypeError for what is not a record: nothing written
         frame = _frame(items)
         if len(frame) - _HEADER.size > _MAX_FRAME_BYTES:
-            raise ShareError(Errors.RECORD_LIST_TOO_LARGE, f"{len(frame)} bytes of group records in one append")
+            raise ShareError(Errors.RECORD_LIST_TOO_LARGE, f"{len(frame)} bytes of {self.what} in one append")
         if self._closed:
-            raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.path}: the group records store is closed")
+            raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.path}: the {self.what} store is closed")
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writer, self._append, records, items, frame)
 
@@ -364,14 +368,14 @@ class FileRecordSink:
     def _check_usable(self) -> None:
         if self._failed is not None:
             raise ShareError(Errors.KAFKA_STORAGE_ERROR,
-                             f"{self.path}: the group records store failed ({self._failed}); it refuses writes "
+                             f"{self.path}: the {self.what} store failed ({self._failed}); it refuses writes "
                              f"until the broker restarts")
 
     def _fail(self, what: str, exc: OSError, *, cut_back: bool) -> None:
         """Take the store offline: log at ERROR, cut a refused frame back off, raise KAFKA_STORAGE_ERROR."""
         self._failed = f"{what} failed: {exc}"
-        log.error("%s: %s failed: %s; the group records store refuses writes until the broker restarts",
-                  self.path, what, exc)
+        log.error("%s: %s failed: %s; the %s store refuses writes until the broker restarts",
+                  self.path, what, exc, self.what)
         if cut_back:
             try:
                 os.ftruncate(self._fd, self._file_bytes)

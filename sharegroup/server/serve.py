@@ -31,7 +31,7 @@ from .log_output import LogOutput
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9092
 
-__all__ = ["add_arguments", "event_loop_factory", "open_share_services", "open_store", "run", "load_config"]
+__all__ = ["add_arguments", "event_loop_factory", "open_share_services", "open_store", "open_transaction_services", "run", "load_config"]
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -132,6 +132,15 @@ async def open_share_services(data_dir: Path | str, config: ServeConfig, store: 
     return await ShareServices.open(data_dir, config, store, share_state, clock=clock)
 
 
+async def open_transaction_services(data_dir: Path | str, config: ServeConfig, store: Any, share: Any = None,
+                                    *, clock: Any = None) -> Any:
+    """The transaction coordinator of `data_dir` (its state under DIR/transactions), over `store` and the
+    group coordinator of `share`; transactions a crash left prepared are completed before it returns."""
+    from .transactions import TransactionServices
+
+    return await TransactionServices.open(data_dir, config, store, share, clock=clock)
+
+
 def load_security(args: argparse.Namespace, config: ServeConfig) -> Any:
     """Listeners, TLS contexts and SASL settings (`BrokerSecurity`), and the parsed `--add-scram` values;
     `ValueError` names the wrong setting."""
@@ -174,8 +183,14 @@ async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = 
     except BaseException:
         await store.close()
         raise
+    try:
+        transactions = await open_transaction_services(data_dir, config, store, share)
+    except BaseException:
+        await share.close()
+        await store.close()
+        raise
     broker = Broker(config, store, host=args.host, port=args.port, node_id=args.node_id, data_dir=data_dir,
-                    share=share, authorizer=authorizer, security=security, quotas=quotas)
+                    share=share, authorizer=authorizer, security=security, quotas=quotas, transactions=transactions)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -183,6 +198,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig, security: Any = 
     metrics = None
     try:
         await share.start()  # the lock timer and member expiry run before the first request comes in
+        await transactions.start()  # transaction timeouts and transactional-id expiry
         await broker.start()
         if args.metrics_port is not None:
             from ..metrics import bind_manager_metrics, serve_metrics

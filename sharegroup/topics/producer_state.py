@@ -96,6 +96,10 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
+    def items(self) -> list[tuple[int, ProducerEntry]]:
+        """Every producer with its entry (DescribeProducers)."""
+        return list(self._producers.items())
+
     def check(self, headers: Sequence[BatchHeader], base_offsets: Sequence[int]
               ) -> tuple[BatchMetadata | None, dict[int, ProducerEntry]]:
         """Check the batches of one produce, to be written at `base_offsets`. Returns (the original
@@ -209,6 +213,10 @@ class TransactionIndex:
         if control_type == CONTROL_ABORT:
             self._aborted.append(_Aborted(pid, first, header.base_offset))
             self._aborted_last.append(header.base_offset)
+
+    def is_open(self, producer_id: int) -> bool:
+        """Whether `producer_id` has an open transaction in this partition."""
+        return producer_id in self._open
 
     def first_unstable_offset(self) -> int | None:
         return min(self._open.values(), default=None)

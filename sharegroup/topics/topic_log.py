@@ -226,6 +226,11 @@ class TopicLog:
         """Closed: queued appends were written and the files closed (no append is taken any more)."""
         return self._closed and self._writer.task is None and all(s.fd < 0 for s in self._segments)
 
+    def active_producers(self) -> list[tuple[int, ProducerEntry, int]]:
+        """(producer id, its entry, the first offset of its open transaction or -1) of every producer."""
+        open_txns = self._txns.open_transactions()
+        return [(pid, entry, open_txns.get(pid, -1)) for pid, entry in self._producers.items()]
+
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.entry(producer_id)
 
@@ -259,7 +264,8 @@ class TopicLog:
 
         Raises ShareError with Kafka's code, changing nothing, for bad batches (record_batch), a request
         larger than `segment.bytes` (RECORD_LIST_TOO_LARGE), producer epoch/sequence faults
-        (producer_state) or a failed disk (KAFKA_STORAGE_ERROR). A duplicate of one of a producer's last
+        (producer_state), a non-transactional batch of a producer with a transaction open here
+        (INVALID_TXN_STATE) or a failed disk (KAFKA_STORAGE_ERROR). A duplicate of one of a producer's last
         five batches appends nothing and answers with the original offsets (`duplicate=True`)."""
         await self._writer.wait_for_room()
         self._check_writable()
@@ -281,6 +287,10 @@ class TopicLog:
         for h in headers:
             bases.append(offset)
             offset += h.last_offset_delta + 1
+        for h in headers:  # Kafka's rule: a producer with an open transaction here writes only transactionally
+            if h.producer_id >= 0 and not h.is_transactional and self._txns.is_open(h.producer_id):
+                raise ShareError(Errors.INVALID_TXN_STATE, f"producer {h.producer_id} has an open transaction in "
+                                 "this partition: a non-transactional batch is refused")
         duplicate, updates = self._producers.check(headers, bases)
         if duplicate is not None:
             if acks != 0:

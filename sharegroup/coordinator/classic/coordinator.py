@@ -270,6 +270,22 @@ class ClassicCoordinator:
             return await self._offsets.commit(group_id, member_id, instance_id, generation_id, checked,
                                               api_version, retention_ms)
 
+    async def validate_transactional_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                                             generation_id: int, partitions: Iterable[tuple[str, int, str | None]]
+                                             ) -> dict[tuple[str, int], Errors]:
+        """TxnOffsetCommit's member checks (KIP-447); see `CommittedOffsets.validate_transactional`."""
+        group_id = _group_id(group_id)
+        self._store.check_loaded()
+        async with self._store.locks.hold(group_id):
+            return self._offsets.validate_transactional(group_id, member_id, group_instance_id, generation_id,
+                                                        list(partitions))
+
+    async def commit_transactional_offsets(self, group_id: str, partitions: list[CommitRequest]) -> None:
+        """A committed transaction's offsets become the group's committed offsets."""
+        self._store.check_loaded()
+        async with self._store.locks.hold(group_id):
+            await self._offsets.commit_transactional(group_id, partitions)
+
     async def offset_fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
                            member_id: str | None = None, member_epoch: int = -1,
                            require_stable: bool = False) -> dict[tuple[str, int], CommittedOffset]:

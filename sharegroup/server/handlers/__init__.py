@@ -32,6 +32,8 @@ from . import (
     share_group,
     topic_deletion,
     topics,
+    transaction_admin,
+    transactions,
 )
 
 __all__ = ["HANDLER_MODULES", "all_handlers"]
@@ -57,6 +59,8 @@ HANDLER_MODULES = (
     classic_group,
     committed_offsets,
     consumer_group,
+    transactions,
+    transaction_admin,
 )
 
 

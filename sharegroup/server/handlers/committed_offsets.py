@@ -13,7 +13,8 @@ Kafka's KafkaApis checks before it reaches the coordinator and maps the answers 
   topic the client may not describe answers TOPIC_AUTHORIZATION_FAILED, a fetch of every offset leaves
   such topics out. v1 answers errors per partition; v2-7 answer a group-level refusal at top level and
   v8+ per group (several groups per request), with no topics (as Kafka); v9 carries the member id and epoch of KIP-848 members. Unknown partitions answer
-  offset -1 without an error.
+  offset -1 without an error. With RequireStable (v7+), a partition whose offset an ongoing transaction
+  holds (TxnOffsetCommit, not yet committed or aborted) answers UNSTABLE_OFFSET_COMMIT (retriable), offset -1.
 - OffsetDelete: DELETE on the group (top-level GROUP_AUTHORIZATION_FAILED), then READ on each topic and
   its existence per partition; GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes.
 Without share services (the coordinator) everything gets COORDINATOR_NOT_AVAILABLE.
@@ -32,6 +33,7 @@ NOT_AVAILABLE = int(Errors.COORDINATOR_NOT_AVAILABLE)
 GROUP_AUTH = int(Errors.GROUP_AUTHORIZATION_FAILED)
 TOPIC_AUTH = int(Errors.TOPIC_AUTHORIZATION_FAILED)
 UNKNOWN_PARTITION = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+UNSTABLE = int(Errors.UNSTABLE_OFFSET_COMMIT)
 
 
 def _coordinator(ctx: RequestContext) -> Any:
@@ -133,7 +135,7 @@ def _partition(ctx: RequestContext, index: int, offset: int = -1, epoch: int = -
 
 
 async def _fetch_one(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any, member_id: str | None,
-                     member_epoch: int) -> tuple[int, list[dict[str, Any]]]:
+                     member_epoch: int, require_stable: bool = False) -> tuple[int, list[dict[str, Any]]]:
     """(group error code, topics) of one group."""
     def failed(code: int) -> tuple[int, list[dict[str, Any]]]:
         return code, _failed_topics(ctx, topics, code)
@@ -156,6 +158,9 @@ async def _fetch_one(ctx: RequestContext, coordinator: Any, group_id: str, topic
         offsets = await coordinator.offset_fetch(group_id, wanted, member_id, member_epoch)
     except ShareError as exc:
         return failed(int(exc.error))
+    transactions = ctx.broker.transactions
+    unstable = (transactions.coordinator.unstable_offsets(group_id)
+                if require_stable and transactions is not None else set())
     out: list[dict[str, Any]] = []
     if topics is None:
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -170,6 +175,9 @@ async def _fetch_one(ctx: RequestContext, coordinator: Any, group_id: str, topic
                 if not may_describe(t.name):
                     parts.append(_partition(ctx, int(index), code=TOPIC_AUTH))
                     continue
+                if (t.name, int(index)) in unstable:  # a transaction holds an offset not committed yet
+                    parts.append(_partition(ctx, int(index), code=UNSTABLE))
+                    continue
                 o = offsets[(t.name, int(index))]
                 parts.append(_partition(ctx, int(index), o.offset, o.leader_epoch, o.metadata, int(o.error)))
             out.append({"name": t.name, "partitions": parts})
@@ -178,7 +186,8 @@ async def _fetch_one(ctx: RequestContext, coordinator: Any, group_id: str, topic
 
 async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     coordinator = _coordinator(ctx)
-    answers = [(group_id, *await _fetch_one(ctx, coordinator, group_id, topics, member_id, epoch))
+    require_stable = bool(getattr(request, "require_stable", False))
+    answers = [(group_id, *await _fetch_one(ctx, coordinator, group_id, topics, member_id, epoch, require_stable))
                for group_id, topics, member_id, epoch in _fetch_groups(ctx, request)]
     if ctx.api_version >= 8:
         return ctx.response({"throttle_time": 0, "groups": [

@@ -1,7 +1,7 @@
 """FindCoordinator (key 10), versions 0-6: this node coordinates every group and every share-partition.
 
-Key types (Kafka's `CoordinatorType`): 0 GROUP (the key is a group id, non-empty), 1 TRANSACTION (not
-supported here: COORDINATOR_NOT_AVAILABLE, so a transactional producer fails clearly instead of waiting),
+Key types (Kafka's `CoordinatorType`): 0 GROUP (the key is a group id, non-empty), 1 TRANSACTION (the key
+is a transactional id, non-empty; COORDINATOR_NOT_AVAILABLE when the broker has no transaction coordinator),
 2 SHARE (the key is `groupId:topicId:partition`, v6+, below v6 INVALID_REQUEST as in Kafka; a malformed
 key is INVALID_REQUEST). Any other key
 type is INVALID_REQUEST. Versions 0-3 carry one key; v4+ carry a batch and answer one entry per key.
@@ -73,7 +73,11 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | No
     if key_type == TRANSACTION:
         if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return ErrorCode.transactional_id_authorization_failed, "Transactional Id authorization failed."
-        return ErrorCode.coordinator_not_available, "transactions are not supported by sharegroup serve"
+        if not key:
+            return ErrorCode.invalid_request, "the transactional id must not be empty"
+        if ctx.broker.transactions is None:
+            return ErrorCode.coordinator_not_available, "this broker has no transaction coordinator"
+        return ErrorCode.none, None
     return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
 
 

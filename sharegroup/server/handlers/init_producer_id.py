@@ -4,9 +4,11 @@ A producer id without an epoch or an epoch without an id (v3+) is INVALID_REQUES
 transactional id, before anything else but authorization (Kafka's order).
 
 The store owns producer state (ids are durable with the topic data, so a restarted broker never hands
-out an id twice). Transactions are not supported: a request with a transactional id gets
-COORDINATOR_NOT_AVAILABLE (Kafka's answer while no transaction coordinator is available), after the
-timeout check Kafka does first (outside `[1, transaction.max.timeout.ms]`: INVALID_TRANSACTION_TIMEOUT).
+out an id twice). A request with a transactional id goes to the transaction coordinator
+(`broker.transactions`; without one COORDINATOR_NOT_AVAILABLE), after the timeout check Kafka does
+first (outside `[1, transaction.max.timeout.ms]`: INVALID_TRANSACTION_TIMEOUT): epoch bump (fencing the
+previous producer and aborting its open transaction), KIP-360 checks, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
+before v4), CONCURRENT_TRANSACTIONS while a transaction of the id is completing.
 
 Authorization comes before both (Kafka's order): a transactional id needs WRITE on it
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on the cluster or
@@ -41,7 +43,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
         if not 0 < timeout_ms <= ctx.broker.config["transaction.max.timeout.ms"]:
             return error_response(ctx, request, ErrorCode.invalid_transaction_timeout)
-        return error_response(ctx, request, ErrorCode.coordinator_not_available)
+        transactions = ctx.broker.transactions
+        if transactions is None:
+            return error_response(ctx, request, ErrorCode.coordinator_not_available)
+        try:
+            pid, epoch = await transactions.coordinator.init_producer_id(
+                request.transactional_id, timeout_ms, producer_id, producer_epoch)
+        except ShareError as exc:
+            code = int(exc.error)
+            if code == ErrorCode.producer_fenced and ctx.api_version < 4:  # PRODUCER_FENCED came with v4
+                code = ErrorCode.invalid_producer_epoch
+            return error_response(ctx, request, code)
+        return ctx.response({"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid,
+                             "producer_epoch": epoch})
     try:
         pid, epoch = ctx.broker.store.init_producer_id(producer_id=producer_id, producer_epoch=producer_epoch)
     except ShareError as exc:

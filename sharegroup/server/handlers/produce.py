@@ -40,6 +40,7 @@ from ...topics.record_batch import RecordValidationError
 VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
 _TRANSACTIONAL_BIT = 0x10
+_PRODUCER_AT = 43  # then lastOffsetDelta 4, baseTimestamp 8, maxTimestamp 8: producerId 8, producerEpoch 2
 _COMPRESSION_MASK, _ZSTD, _ZSTD_SINCE_VERSION = 0x07, 4, 7
 # Refusals Kafka answers with the partition's log start offset (a producer's epoch or sequence fault).
 _WITH_LOG_START = frozenset({ErrorCode.out_of_order_sequence_number, ErrorCode.invalid_producer_epoch,
@@ -60,6 +61,24 @@ def _has_transactional_batches(records: bytes | None) -> bool:
             break
         position += 12 + batch_length
     return False
+
+
+def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
+    """(producer id, epoch) of the first transactional batch of a partition's records, or None."""
+    if not records:
+        return None
+    view = memoryview(records)
+    position = 0
+    while position + _PRODUCER_AT + 10 <= len(view):
+        if int.from_bytes(view[position + _ATTRIBUTES_AT:position + _ATTRIBUTES_AT + 2], "big") & _TRANSACTIONAL_BIT:
+            at = position + _PRODUCER_AT
+            return (int.from_bytes(view[at:at + 8], "big", signed=True),
+                    int.from_bytes(view[at + 8:at + 10], "big", signed=True))
+        batch_length = int.from_bytes(view[position + 8:position + 12], "big", signed=True)
+        if batch_length <= 0:
+            break
+        position += 12 + batch_length
+    return None
 
 
 def _zstd_before_v7(records: bytes | None, version: int) -> bool:
@@ -87,7 +106,8 @@ def _partition(index: int, code: int, message: str | None = None, base_offset: i
     }
 
 
-async def _append_one(ctx: RequestContext, topic: Any, index: int, records: bytes | None, acks: int) -> dict[str, Any]:
+async def _append_one(ctx: RequestContext, topic: Any, index: int, records: bytes | None, acks: int,
+                      transactional_id: str | None = None) -> dict[str, Any]:
     broker = ctx.broker
     if not 0 <= index < topic.num_partitions:
         return _partition(index, ErrorCode.unknown_topic_or_partition,
@@ -95,6 +115,17 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
     if _zstd_before_v7(records, ctx.api_version):
         return _partition(index, ErrorCode.unsupported_compression_type,
                           f"ZSTD compression needs Produce v{_ZSTD_SINCE_VERSION} or later")
+    producer = _transactional_producer(records) if transactional_id is not None else None
+    if producer is not None and broker.transactions is not None:  # KIP-890: only into the ongoing transaction
+        refused = broker.transactions.verify_produce(transactional_id or "", *producer, topic.name, index,
+                                                     ctx.api_version)
+        if refused:
+            message = None
+            if refused in (ErrorCode.invalid_txn_state, ErrorCode.transaction_abortable):
+                message = (f"{topic.name}-{index} is not part of an ongoing transaction of producer {producer[0]} "
+                           f"epoch {producer[1]}")
+            log_start = broker.store.log_start_offset(topic.topic_id, index) if refused in _WITH_LOG_START else -1
+            return _partition(index, int(refused), message, log_start_offset=log_start)
     try:
         result = await broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
     except ShareError as exc:
@@ -137,7 +168,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if topic is None:
                     parts.append(_partition(p.index, ErrorCode.unknown_topic_or_partition, f"Unknown topic {name}"))
                 else:
-                    parts.append(await _append_one(ctx, topic, p.index, p.records, acks))
+                    parts.append(await _append_one(ctx, topic, p.index, p.records, acks, transactional_id))
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
         if any(p["error_code"] for t in responses for p in t["partition_responses"]):
