@@ -229,7 +229,7 @@ def _group_synonyms(store: Any, key: str, value: Any, own: bool) -> list[dict[st
     broker_key = "group." + key
     if broker_key in CONFIG_DEFS:
         return synonyms + _broker_key_synonyms(config, broker_key)
-    return synonyms + [_synonym(key, GROUP_CONFIG_DEFAULTS[key], DEFAULT_CONFIG)]
+    return synonyms + [_synonym(key, _text(GROUP_CONFIG_DEFAULTS[key]), DEFAULT_CONFIG)]
 
 
 def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
@@ -241,7 +241,7 @@ def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
         synonyms = _group_synonyms(store, key, value, own)
         entry = _entry(key, value, synonyms[0]["source"], INT if _type_of(value) == LONG else _type_of(value))
         out.append({**entry, "synonyms": synonyms, "documentation": GROUP_CONFIG_DOCS[key]})
-    return out  # Kafka's group configs are INT or STRING
+    return out  # Kafka's group configs are INT, STRING or BOOLEAN
 
 
 _DESCRIBERS = {TOPIC: _topic_configs, BROKER: _broker_configs, GROUP: _group_configs}
