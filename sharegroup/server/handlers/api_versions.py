@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from ..api import ApiHandler, HandlerRegistry, RequestContext
 from ..codec import EncodedResponse, encode_body
+from ..features import FEATURES, FINALIZED_FEATURES_EPOCH
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -53,19 +54,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return answer
 
 
-# Feature name -> (min supported, max supported, finalized level). Nothing changes them (no UpdateFeatures),
-# so the finalized epoch is 0 for the broker's life.
-FEATURES = {"share.version": (0, 2, 2)}
-SHARE_VERSION = FEATURES["share.version"][2]
-
-
 def _features(api_version: int) -> dict[str, Any]:
     if api_version < 3:
         return {}
     return {
         "supported_features": [{"name": name, "min_version": lo, "max_version": hi}
                                for name, (lo, hi, _level) in FEATURES.items() if api_version >= 4 or lo > 0],
-        "finalized_features_epoch": 0,
+        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
         "finalized_features": [{"name": name, "max_version_level": level, "min_version_level": level}
                                for name, (_lo, _hi, level) in FEATURES.items()],
     }
