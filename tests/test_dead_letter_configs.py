@@ -16,6 +16,8 @@ TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE = 0, 1
 NONE, INVALID_CONFIG = 0, 40
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG, TOPIC_CONFIG = 4, 5, 8, 1
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
+INVALID_REQUEST = 42
 BOOLEAN, STRING = 1, 2
 DLQ_NAME, DLQ_COPY = "errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable"
 PREFIX, AUTO_CREATE = "errors.deadletterqueue.topic.name.prefix", "errors.deadletterqueue.auto.create.topics.enable"
@@ -68,9 +70,34 @@ def test_group_keys_are_set_deleted_and_checked(client):
 
 def test_broker_keys_are_described_with_their_sources(client):
     got = describe(client, BROKER, "1", [PREFIX, AUTO_CREATE])
-    assert (got[PREFIX].value, got[PREFIX].config_source, got[PREFIX].read_only) == ("dead.", STATIC_BROKER_CONFIG, True)
+    assert (got[PREFIX].value, got[PREFIX].config_source, got[PREFIX].read_only) == ("dead.", STATIC_BROKER_CONFIG, False)
     assert (got[AUTO_CREATE].value, got[AUTO_CREATE].config_source, got[AUTO_CREATE].config_type) == (
         "false", DEFAULT_CONFIG, BOOLEAN)
+
+
+def test_broker_keys_are_dynamic_per_node_and_cluster_default_and_durable(broker, client):
+    """Kafka 4.4 makes the two DLQ broker keys dynamic cluster configs: so does serve (and only those)."""
+    assert alter(client, BROKER, "", [(AUTO_CREATE, SET, "true"), (PREFIX, SET, "x.")]).error_code == NONE
+    assert alter(client, BROKER, "1", [(PREFIX, SET, "y.")]).error_code == NONE
+    got = describe(client, BROKER, "1", [PREFIX, AUTO_CREATE])
+    assert (got[PREFIX].value, got[PREFIX].config_source) == ("y.", DYNAMIC_BROKER_CONFIG)
+    assert [(s.value, s.source) for s in got[PREFIX].synonyms] == [
+        ("y.", DYNAMIC_BROKER_CONFIG), ("x.", DYNAMIC_DEFAULT_BROKER_CONFIG), ("dead.", STATIC_BROKER_CONFIG),
+        ("dlq.", DEFAULT_CONFIG)]
+    assert (got[AUTO_CREATE].value, got[AUTO_CREATE].config_source) == ("true", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert {c.name: c.value for c in describe(client, BROKER, "").values()} == {AUTO_CREATE: "true", PREFIX: "x."}
+    refused = alter(client, BROKER, "", [(AUTO_CREATE, SET, "maybe")])
+    assert refused.error_code == INVALID_CONFIG
+    refused = alter(client, BROKER, "1", [(PREFIX, SET, "z."), ("num.partitions", SET, "3")])
+    assert (refused.error_code, refused.error_message) == (
+        INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)")
+    assert broker.share.dead_letters is not None
+    from sharegroup.server.dynamic_broker_configs import DynamicBrokerConfigs
+
+    reopened = DynamicBrokerConfigs(broker.share.dynamic_broker_configs.path.rsplit("/", 1)[0], broker.config)
+    assert (reopened[PREFIX], reopened[AUTO_CREATE]) == ("y.", True)  # durable
+    assert alter(client, BROKER, "1", [(PREFIX, DELETE, None)]).error_code == NONE
+    assert describe(client, BROKER, "1", [PREFIX])[PREFIX].value == "x."
 
 
 def test_broker_key_defaults_and_checks():
@@ -113,3 +140,15 @@ def test_configs_cli_sets_and_describes_the_group_dlq(broker):
     assert f"  {DLQ_NAME}=dead.orders sensitive=false" in out and f"  {DLQ_COPY}=true sensitive=false" in out
     code, out, _ = cli(*base, "--alter", "--add-config", f"{DLQ_NAME}=__x")
     assert code == 1 and "cannot start with '__'" in out
+
+
+def test_configs_cli_alters_and_describes_the_broker_default(broker):
+    base = ("configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers", "--entity-default")
+    code, out, _ = cli(*base, "--alter", "--add-config", f"{AUTO_CREATE}=true")
+    assert (code, out) == (0, "Completed updating default config for brokers in the cluster.\n")
+    code, out, _ = cli(*base, "--describe")
+    assert out == ("Default configs for brokers in the cluster are:\n"
+                   f"  {AUTO_CREATE}=true sensitive=false synonyms={{DYNAMIC_DEFAULT_BROKER_CONFIG:{AUTO_CREATE}=true}}\n")
+    code, out, _ = cli("configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers",
+                       "--entity-name", "1", "--describe")
+    assert out == "Dynamic configs for broker 1 are:\n"  # the default is not this broker's own value

@@ -152,3 +152,29 @@ def test_gate_follows_the_group_config(tmp_path):
             await store.close()
 
     run(main())
+
+
+def test_the_dynamic_broker_keys_apply_to_the_next_write(tmp_path):
+    async def main():
+        from sharegroup.server.dynamic_broker_configs import CLUSTER_DEFAULT, DynamicBrokerConfigs
+
+        group = "w-dynamic"
+        config = ServeConfig.build({})
+        store = await open_store(tmp_path, config)
+        configs = GroupConfigStore(tmp_path / "groups", config, group_share_config(config))
+        configs.alter(group, [("errors.deadletterqueue.topic.name", SET, "dead.auto")])
+        dynamic = DynamicBrokerConfigs(tmp_path / "groups", config)
+        writer = DeadLetterWriter(store, dynamic, configs)
+        try:
+            batch = DeadLetterBatch(group, uuid.uuid4(), 0, 0, 0, 1, REJECT)
+            await writer.write([batch])
+            assert sample("sharegroup_dead_letter_queue_write_failures_total", group, "prefix") == 1
+            dynamic.alter(CLUSTER_DEFAULT, [("errors.deadletterqueue.topic.name.prefix", SET, "dead."),
+                                            ("errors.deadletterqueue.auto.create.topics.enable", SET, "true")])
+            await writer.write([batch])
+            assert store.topic_configs("dead.auto") == {**OPT_IN, "message.timestamp.type": "CreateTime"}
+            assert len(stored(store, "dead.auto")[0]) == 1
+        finally:
+            await store.close()
+
+    run(main())

@@ -7,7 +7,7 @@ Kafka's order, every time (configs change at any time): a name starting with `__
 topic must have opted in with `errors.deadletterqueue.group.enable=true`; the name must start with the
 broker's `errors.deadletterqueue.topic.name.prefix` (unless that is empty); a missing topic is created
 (broker default partitions, opted in, CreateTime) only when `errors.deadletterqueue.auto.create.topics.enable`
-is on. Then one DLQ record per source offset (`dead_letter_records`) is appended with acks=all to partition
+is on (the two broker keys are read at every write: they are dynamic, `dynamic_broker_configs`). Then one DLQ record per source offset (`dead_letter_records`) is appended with acks=all to partition
 `source partition % DLQ partitions` through the broker's own topic store, and the write returns once the
 records are durable. A write that cannot be made is logged (ERROR) and counted, and returns all the same:
 the share-partition archives the records either way. Appends are made once (the store is local: an error
@@ -25,6 +25,7 @@ from ..errors import Errors, ShareError
 from ..manager.dead_letters import DeadLetterBatch
 from ..topics.topic_store import TopicInfo, TopicStore
 from .broker_config import ServeConfig
+from .dynamic_broker_configs import DynamicBrokerConfigs
 from .dead_letter_metrics import dead_letter_metrics_for
 from .dead_letter_records import dead_letter_records, encode_batches, read_source_records
 from .features import SHARE_VERSION
@@ -50,7 +51,7 @@ class _Refused(Exception):
 class DeadLetterWriter:
     """Writes share groups' dead-letter records into topics of the broker's own store."""
 
-    def __init__(self, store: TopicStore, config: ServeConfig, group_configs: GroupConfigStore, *,
+    def __init__(self, store: TopicStore, config: ServeConfig | DynamicBrokerConfigs, group_configs: GroupConfigStore, *,
                  clock: Clock | None = None) -> None:
         self._store = store
         self._config = config

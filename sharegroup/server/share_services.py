@@ -45,6 +45,7 @@ from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
 from .broker_config import ServeConfig, consumer_group_config
 from .dead_letter import DeadLetterWriter
+from .dynamic_broker_configs import DynamicBrokerConfigs
 from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
 from .share_state_maintenance import ShareStateMaintenance
@@ -128,8 +129,10 @@ class ShareServices:
     def __init__(self, persister: Any, sink: FileRecordSink, coordinator: GroupCoordinator,
                  manager: SharePartitionManager, group_config: GroupConfig,
                  group_configs: GroupConfigStore, maintenance: ShareStateMaintenance, *,
-                 dead_letters: DeadLetterWriter | None = None) -> None:
+                 dead_letters: DeadLetterWriter | None = None,
+                 dynamic_broker_configs: DynamicBrokerConfigs | None = None) -> None:
         self.persister = persister
+        self.dynamic_broker_configs = dynamic_broker_configs  # KIP-1191's broker keys, changeable at run time
         self.dead_letters = dead_letters  # the share groups' dead-letter queue writer (KIP-1191)
         self.maintenance = maintenance
         self.group_configs = group_configs
@@ -171,7 +174,8 @@ class ShareServices:
             sink = FileRecordSink.open(data_dir / "groups")
             group_config = coordinator_config(config)
             group_configs = GroupConfigStore(data_dir / "groups", config, group_share_config(config))
-            dead_letters = DeadLetterWriter(store, config, group_configs, clock=clock)
+            dynamic_broker_configs = DynamicBrokerConfigs(data_dir / "groups", config)
+            dead_letters = DeadLetterWriter(store, dynamic_broker_configs, group_configs, clock=clock)
             manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
                                             coordinator=group_configs, dead_letters=dead_letters)
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
@@ -187,7 +191,7 @@ class ShareServices:
             raise
         store.subscribe(manager.on_append)
         return cls(persister, sink, coordinator, manager, group_config, group_configs, maintenance,
-                   dead_letters=dead_letters)
+                   dead_letters=dead_letters, dynamic_broker_configs=dynamic_broker_configs)
 
     async def start(self) -> None:
         await self.manager.start()
