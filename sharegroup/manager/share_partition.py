@@ -312,8 +312,9 @@ class SharePartition:
             self._require_active()
         now_ms = self._clock.now_ms()
         sink = self._dead_letters
+        dead_letter = sink is not None and sink.enabled(self.group_id)
         if sink is not None:
-            self._tracker.dead_letter_queue = sink.enabled(self.group_id)
+            self._tracker.dead_letter_queue = dead_letter
         pending = self._tracker.begin_acknowledge(member_id, batches, now_ms)
         transition_id, state_batches, start_offset, delivery_complete_count = pending
         if not transition_id:
@@ -329,7 +330,7 @@ class SharePartition:
         except BaseException as exc:
             raise self._failed_write(pending, exc, "write acknowledgements")
         self._tracker.complete(transition_id, True, now_ms)
-        if sink is not None:
+        if dead_letter:  # only a transition made with the gate on has ARCHIVING records
             self._hand_over(state_batches, batches)
 
     async def release_acquired_records(self, member_id: str) -> None:
