@@ -147,3 +147,22 @@ def test_without_a_sink_loaded_archiving_records_are_archived():
         assert sp.start_offset == 2 and p.state_of(GROUP, TOPIC, 0).start_offset == 2
 
     run(main())
+
+
+def test_one_request_mixing_reject_and_release_at_the_limit_names_each_cause():
+    async def main():
+        clock, p, sink, sp = await started(limit=2)
+        sp.acquire("A", [FB(0, 3)])
+        await sp.acknowledge("A", [Ack(0, 3, (RELEASE,))])
+        sp.acquire("A", [FB(0, 3)])  # delivery 2 of 2
+        sp.acquire("A", [FB(1, 3)])
+        sp.acquire("A", [FB(2, 3)])
+        sp.acquire("A", [FB(3, 3)])
+        await sp.acknowledge("A", [Ack(0, 3, (REJECT, RELEASE, RELEASE, REJECT))])
+        await settle(sp)
+        assert sink.written == [DeadLetterBatch(GROUP, TOPIC, 0, 0, 0, 2, REJECTED),
+                                DeadLetterBatch(GROUP, TOPIC, 0, 1, 2, 2, EXCEEDED),
+                                DeadLetterBatch(GROUP, TOPIC, 0, 3, 3, 2, REJECTED)]
+        assert sp.start_offset == 4
+
+    run(main())
