@@ -60,7 +60,7 @@ cdef object _check_invariants(InFlightTracker self):
         else:
             terminal_total += e.terminal_count
         for off, s, fl, delivery_count, mem, dl in recs:
-            if s not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED):
+            if s not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED):
                 raise AssertionError(s)
             if not 0 <= mem < nmembers:
                 raise AssertionError((off, mem))

@@ -170,8 +170,10 @@ cdef object _begin_acknowledge(InFlightTracker self, member_id, batches, now_ms)
                         s = ACKNOWLEDGED
                     elif tk == T_RELEASE and delivery_count < limit:
                         s = AVAILABLE
+                    elif tk == T_GAP:
+                        s = ARCHIVED
                     else:
-                        s = ARCHIVED  # REJECT, GAP, or RELEASE at the delivery limit
+                        s = self._dlq_state  # REJECT, or RELEASE at the delivery limit
                     terminal_change += <Py_ssize_t>_terminal(s) - <Py_ssize_t>_terminal(states[k])
                     states[k] = <uint8_t>s
                     in_transition[k] = IN_TRANSITION
@@ -238,7 +240,7 @@ cdef object _begin_release(InFlightTracker self, member_id, now_ms):
                     if e.state != ACQUIRED or e.flags or e.member != owner:
                         continue
                     if e.first >= spso or e.delivery_count >= limit:
-                        self._set_state(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
+                        self._set_state(e, self._dlq_state if e.delivery_count >= limit else AVAILABLE)
                         e.flags = IN_TRANSITION
                         e.member = 0
                         add_run(&out, e.first, e.last, e.state, e.delivery_count)
@@ -250,7 +252,8 @@ cdef object _begin_release(InFlightTracker self, member_id, now_ms):
                     if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != owner:
                         continue
                     off = e.first + k
-                    s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or off < spso) else AVAILABLE
+                    s = self._dlq_state if e.offset_delivery_counts[k] >= limit else (
+                        ARCHIVED if off < spso else AVAILABLE)
                     self._set_offset_state(e, k, s)
                     e.offset_flags[k] = IN_TRANSITION
                     e.offset_members[k] = 0
@@ -370,7 +373,7 @@ cdef object _expire_locks(InFlightTracker self, now_ms):
                 if e.state != ACQUIRED or e.flags or e.deadline > now:
                     continue
                 if e.first >= spso or e.delivery_count >= limit:
-                    self._set_state(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
+                    self._set_state(e, self._dlq_state if e.delivery_count >= limit else AVAILABLE)
                     e.member = 0
                     push_raw_run(&out, e.first, e.last, e.state, e.delivery_count)
                     count += e.last - e.first + 1
@@ -379,7 +382,8 @@ cdef object _expire_locks(InFlightTracker self, now_ms):
             n = <Py_ssize_t>(e.last - e.first + 1)
             for k in range(n):
                 if e.offset_states[k] == ACQUIRED and not e.offset_flags[k] and e.offset_deadlines[k] <= now:
-                    s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE
+                    s = self._dlq_state if e.offset_delivery_counts[k] >= limit else (
+                        ARCHIVED if e.first + k < spso else AVAILABLE)
                     self._set_offset_state(e, k, s)
                     e.offset_members[k] = 0
                     push_raw_run(&out, e.first + k, e.first + k, s, e.offset_delivery_counts[k])
@@ -399,3 +403,40 @@ cdef object _expire_locks(InFlightTracker self, now_ms):
     finally:
         vec_free(&out)
         vec_free(&merged)
+
+
+cdef object _complete_archiving(InFlightTracker self, first_offset, last_offset):
+    """`InFlightTracker.complete_archiving` (see its docstring)."""
+    cdef int64_t first = first_offset, last = last_offset, lo, hi
+    cdef Vec out
+    cdef Py_ssize_t i, k
+    cdef list entries = self._entries
+    cdef _Entry e
+    if first < 0 or last < first:
+        raise ShareError(_INVALID_REQUEST, f"bad archiving range {first}-{last}")
+    vec_init(&out, sizeof(Run))
+    try:
+        for i in range(self._index_from(first), PyList_GET_SIZE(entries)):
+            e = <_Entry>PyList_GET_ITEM(entries, i)
+            if e.first > last:
+                break
+            lo = max(e.first, first)
+            hi = min(e.last, last)
+            if e.offset_states == NULL:
+                if e.state != ARCHIVING or e.flags:
+                    continue
+                if lo == e.first and hi == e.last:
+                    self._set_state(e, ARCHIVED)
+                    add_run(&out, lo, hi, ARCHIVED, e.delivery_count)
+                    continue
+                e.split_per_offset()
+            for k in range(<Py_ssize_t>(lo - e.first), <Py_ssize_t>(hi - e.first + 1)):
+                if e.offset_states[k] == ARCHIVING and not e.offset_flags[k]:
+                    self._set_offset_state(e, k, ARCHIVED)
+                    add_run(&out, e.first + k, e.first + k, ARCHIVED, e.offset_delivery_counts[k])
+        if out.n:
+            _advance(self)
+        return _new_namedtuple4(_TP_TRACKER_WRITE, 0, _state_batch_list(&out), self._spso,
+                                self._count_terminal_from(self._spso), False)
+    finally:
+        vec_free(&out)

@@ -54,6 +54,7 @@ cdef enum:
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3  # not terminal: it holds the SPSO until its dead-letter write is done (KIP-1191)
     ARCHIVED = 4
     IN_TRANSITION = 1  # flag bit: the record's visible state awaits a persister answer (two-phase)
     MAX_DELIVERY_COUNT = 255  # delivery counts are bytes; Kafka's limit is at most 10 (25 for the broker maximum)
@@ -69,8 +70,8 @@ cdef int64_t NO_CAP = (<int64_t>1) << 62
 cdef object _INVALID_REQUEST = Errors.INVALID_REQUEST
 cdef object _INVALID_RECORD_STATE = Errors.INVALID_RECORD_STATE
 cdef object _UNKNOWN_SERVER_ERROR = Errors.UNKNOWN_SERVER_ERROR
-cdef tuple _RECORD_STATES = (RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, None,
-                             RecordState.ARCHIVED)
+cdef tuple _RECORD_STATES = (RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED,
+                             RecordState.ARCHIVING, RecordState.ARCHIVED)
 # Module-level references keep the types alive for the raw type pointers below.
 cdef object _AcquiredRecords = AcquiredRecords
 cdef object _StateBatch = StateBatch
@@ -92,7 +93,7 @@ del _cls, _nfields
 
 def record_state_ids():
     """The record state ids compiled into this module, in RecordState order (tests compare the two)."""
-    return (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED)
+    return (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED)
 
 
 def acknowledge_type_ids():
@@ -123,6 +124,7 @@ cdef class InFlightTracker:
 
     cdef int64_t _lock_ms
     cdef int _limit
+    cdef int _dlq_state  # where REJECT and the delivery limit send a record: ARCHIVING with a DLQ topic, else ARCHIVED
     cdef int64_t _max_locks
     cdef bint _record_limit
     cdef int _throttle
@@ -164,6 +166,7 @@ cdef class InFlightTracker:
         delivery_count_limit=5,
         partition_max_record_locks=2_000,
         record_limit_mode=False,
+        dead_letter_queue=False,
     ):
         if start_offset < 0:
             raise ValueError("start_offset must be >= 0")
@@ -177,6 +180,7 @@ cdef class InFlightTracker:
         self._limit = int(delivery_count_limit)
         self._max_locks = _clamp_i64(int(partition_max_record_locks))
         self._record_limit = bool(record_limit_mode)
+        self._dlq_state = ARCHIVING if dead_letter_queue else ARCHIVED
         # Poison-record isolation: from this delivery count on, batches shrink.
         self._throttle = max(2, (self._limit + 1) // 2)
         self._entries = []
@@ -223,6 +227,19 @@ cdef class InFlightTracker:
     def delivery_count_limit(self):
         return self._limit
 
+    @property
+    def dead_letter_queue(self):
+        """Whether REJECT and the delivery count limit move records to ARCHIVING (the group has a DLQ topic).
+
+        Read at each transition, as Kafka evaluates the gate per transition: records already ARCHIVING
+        stay so until `complete_archiving`, whatever the setting becomes.
+        """
+        return self._dlq_state == ARCHIVING
+
+    @dead_letter_queue.setter
+    def dead_letter_queue(self, enabled):
+        self._dlq_state = ARCHIVING if enabled else ARCHIVED
+
     def next_lock_deadline_ms(self):
         """The earliest lock deadline that may be due (possibly stale), or -1 when no lock is held."""
         return self._locks.items[0].deadline if self._locks.n else -1
@@ -268,7 +285,7 @@ cdef class InFlightTracker:
                     _UNKNOWN_SERVER_ERROR,
                     f"persisted state batch {b!r} is below the start offset {start_offset} or out of order",
                 )
-            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or delivery_count < 0:
+            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED) or delivery_count < 0:
                 raise ShareError(_UNKNOWN_SERVER_ERROR, f"persisted state batch {b!r} has a bad state or count")
             prev_last = last
         self.reset(start_offset)
@@ -281,7 +298,8 @@ cdef class InFlightTracker:
             l = last
             if f > pos and first_hole < 0:
                 first_hole = pos
-            # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
+            # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover. ARCHIVING
+            # stays ARCHIVING: the new leader writes its dead-letter record again (`complete_archiving`).
             s = AVAILABLE if state == ACQUIRED else state
             entries.append(_new_entry(f, l, s, min(delivery_count, MAX_DELIVERY_COUNT), 0, 0))
             if _terminal(s):
@@ -498,8 +516,10 @@ cdef class InFlightTracker:
         if ack_type == T_ACCEPT:
             return ACKNOWLEDGED
         if ack_type == T_RELEASE:
-            return ARCHIVED if delivery_count >= self._limit else AVAILABLE
-        return ARCHIVED  # REJECT and GAP
+            return self._dlq_state if delivery_count >= self._limit else AVAILABLE
+        if ack_type == T_REJECT:
+            return self._dlq_state
+        return ARCHIVED  # GAP: no record, nothing to dead-letter
 
     cdef object _pending(self, int32_t owner, Vec *ranges, list writes):
         cdef _Transition tr
@@ -528,7 +548,8 @@ cdef class InFlightTracker:
         """Release every record `member_id` holds, like a RELEASE acknowledgement.
 
         The delivery count is kept, so a consumer that keeps crashing on a record cannot loop forever;
-        records at the limit, or below the SPSO, are archived. Pending until `complete`.
+        records at the limit are archived (ARCHIVING with a dead-letter queue), records below the SPSO
+        are archived. Pending until `complete`.
         Runtime complexity: O(entries + offsets of split entries).
         """
         return _begin_release(self, member_id, now_ms)
@@ -537,8 +558,9 @@ cdef class InFlightTracker:
         """Commit or roll back a pending transition once its write answered.
 
         Roll back restores ACQUIRED for the owner, except that a record whose lock expired meanwhile
-        becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO). Records archived by a log
-        start move meanwhile stay archived.
+        becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO, never ARCHIVING: as in
+        Kafka, no dead-letter record for a failed write). Records archived by a log start move meanwhile
+        stay archived.
         """
         return _complete(self, transition_id, committed, now_ms)
 
@@ -547,11 +569,22 @@ cdef class InFlightTracker:
     def expire_locks(self, now_ms):
         """Expire every lock due at `now_ms` (one phase: states change now, the write follows).
 
-        Returns the number of records expired and what to persist. A lock that falls due while its
+        Returns the number of records expired and what to persist; a record at the delivery count limit
+        is archived (ARCHIVING with a dead-letter queue). A lock that falls due while its
         record awaits a write changes nothing now; the rollback, if any, finds it expired.
         Runtime complexity: O(due heap items × log heap + offsets of split entries they name).
         """
         return _expire_locks(self, now_ms)
+
+    def complete_archiving(self, first_offset, last_offset):
+        """The dead-letter write of [first_offset, last_offset] is done (or failed): ARCHIVING → ARCHIVED.
+
+        One phase, like lock expiry: the states change now, the returned write follows. Offsets that are
+        not ARCHIVING, or still await the write that made them ARCHIVING, are left alone. Raises
+        `ShareError` (INVALID_REQUEST) for a negative or reversed range, with nothing changed.
+        Runtime complexity: O(log entries + entries touched + offsets of split entries touched).
+        """
+        return _complete_archiving(self, first_offset, last_offset)
 
     cdef int64_t _archive(self, int64_t a, int64_t b, int from_state, bint pending_too) except -1:
         """Archive the records in [a, b] whose state is `from_state`; returns how many.

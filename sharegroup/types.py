@@ -28,11 +28,17 @@ EMPTY_MEMBER_ID = ""
 
 
 class RecordState(IntEnum):
-    """State of one in-flight record, with Kafka's byte ids (3 is reserved for ARCHIVING, unused)."""
+    """State of one in-flight record, with Kafka's byte ids.
+
+    ARCHIVING (KIP-1191) is the dead-letter step between a REJECT (or the delivery count limit) and
+    ARCHIVED when the group has a dead-letter queue topic: the record holds the start offset, is never
+    delivered again and becomes ARCHIVED once its dead-letter record is written (or cannot be).
+    """
 
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3
     ARCHIVED = 4
 
     @property
@@ -137,7 +143,7 @@ class TrackerWrite(NamedTuple):
 # these instead of keeping copies of the numbers.
 
 RECORD_STATE_IDS = frozenset(int(state) for state in RecordState)
-"""Every delivery state id a state batch may carry: 0, 1, 2 and 4 (3, ARCHIVING, is no state)."""
+"""Every delivery state id a state batch may carry: 0, 1, 2, 3 (ARCHIVING) and 4."""
 
 TERMINAL_STATE_IDS = frozenset(int(state) for state in RecordState if state.terminal)
 """The ids of the terminal states: ACKNOWLEDGED (2) and ARCHIVED (4)."""

@@ -350,7 +350,7 @@ def fault_delivery_state_is_no_record_state(log_dir):
     i = _index_where(records, lambda k, r: k == K2 and type(r) is ShareDelta and r.state_batches, 3)
     key, r = records[i]
     b = r.state_batches[0]
-    records[i] = (key, dataclasses.replace(r, state_batches=(b._replace(delivery_state=3),) + r.state_batches[1:]))
+    records[i] = (key, dataclasses.replace(r, state_batches=(b._replace(delivery_state=5),) + r.state_batches[1:]))
     hand_log_from(records).write(log_dir)
     return [(K2, i, Rule.BATCHES)]
 

@@ -272,7 +272,16 @@ def test_acquired_runs_are_accepted_and_combined_by_count_then_state():
         StateBatch(3, 4, 2, 1),
         StateBatch(5, 14, 1, 2),
     )
-    assert rules_of(rows + [delta(3, batches=[(0, 0, 3, 1)])]) == [(3, Rule.BATCHES)]  # 3 is no state
+    assert rules_of(rows + [delta(3, batches=[(0, 0, 5, 1)])]) == [(3, Rule.BATCHES)]  # 5 is no state
+
+
+def test_archiving_is_a_state_that_only_becomes_archived():
+    """ARCHIVING (3, KIP-1191) awaits its dead-letter write: ARCHIVED may follow, AVAILABLE or ACQUIRED may not,
+    and an ARCHIVED offset never goes back to ARCHIVING."""
+    rows = [checkpoint(0, batches=[(0, 4, 0, 1)]), delta(1, batches=[(0, 1, 3, 1)]), delta(2, batches=[(0, 0, 4, 1)])]
+    assert rules_of(rows) == []
+    assert rules_of(rows + [delta(3, batches=[(1, 1, 0, 2)])]) == [(3, Rule.TERMINAL)]
+    assert rules_of(rows + [delta(3, batches=[(0, 0, 3, 2)])]) == [(3, Rule.TERMINAL)]
 
 
 def test_a_terminal_offset_acquired_again_is_a_violation():

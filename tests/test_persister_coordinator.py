@@ -160,7 +160,7 @@ BAD_KEYS = [
 BAD_BATCHES = [
     [(5, 4, AVAILABLE, 1)],
     [(-1, 4, AVAILABLE, 1)],
-    [(0, 4, 3, 1)],  # 3 (ARCHIVING) is no record state
+    [(0, 4, 5, 1)],  # 5 is no record state (3 is ARCHIVING)
     [(0, 4, 5, 1)],
     [(0, 4, -1, 1)],
     [(0, 4, True, 1)],

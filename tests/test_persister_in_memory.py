@@ -93,7 +93,7 @@ def test_seed_writes_a_checkpoint_outside_an_event_loop():
     assert p.coordinator.state(StateKey(G, T, 0)).checkpoint_epoch == 1
     assert p.writes == []
     with pytest.raises(ShareError):
-        p.seed(G, T, 0, state_epoch=0, start_offset=0, state_batches=[(0, 1, 3, 1)])  # 3 is no record state
+        p.seed(G, T, 0, state_epoch=0, start_offset=0, state_batches=[(0, 1, 5, 1)])  # 5 is no record state
 
     async def main():
         with pytest.raises(ShareError) as info:

@@ -337,7 +337,7 @@ GOOD = dict(group_id=G, topic_id=T, partition=0, state_epoch=0, leader_epoch=2, 
         dict(dcc=Epoch.TWO),
         dict(batches=[(3, 5, ACKNOWLEDGED, 1)]),
         dict(batches=lambda: (b for b in [StateBatch(3, 5, 2, 1)])),  # a generator (one per use)
-        dict(batches=[StateBatch(3, 5, 3, 1)]),
+        dict(batches=[StateBatch(3, 5, 5, 1)]),
         dict(batches=[StateBatch(True, 5, 2, 1)]),
         dict(batches=[StateBatch(3, 5, Epoch.TWO, 1)]),
         dict(batches=[StateBatch(5, 3, 2, 1)]),

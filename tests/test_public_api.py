@@ -25,7 +25,8 @@ PUBLIC = {
     ],
     "sharegroup.topics": ["CorruptLogError", "InMemoryPartitionLogs", "LogConfig", "TopicStore"],
     "sharegroup.manager": [
-        "DelayedFetchPurgatory", "GroupConfigSource", "LockTimer", "ManagerObserver", "SharePartition",
+        "DeadLetterBatch", "DeadLetterCause", "DeadLetterSink", "DelayedFetchPurgatory", "GroupConfigSource",
+        "LockTimer", "ManagerObserver", "SharePartition",
         "SharePartitionManager", "SharePartitionStatus", "ShareSession", "ShareSessionCache", "WaitOutcome",
         "next_epoch",
     ],

@@ -58,7 +58,9 @@ def test_group_configs_described_with_defaults_then_set_values(client):
         "consumer.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG), "consumer.session.timeout.ms": ("45000", DEFAULT_CONFIG),
         "share.auto.offset.reset": ("earliest", STATIC_BROKER_CONFIG), "share.delivery.count.limit": ("5", DEFAULT_CONFIG),
         "share.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG), "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG),
-        "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG), "share.session.timeout.ms": ("45000", DEFAULT_CONFIG)}
+        "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG), "share.session.timeout.ms": ("45000", DEFAULT_CONFIG),
+        "errors.deadletterqueue.copy.record.enable": ("false", DEFAULT_CONFIG),
+        "errors.deadletterqueue.topic.name": ("", DEFAULT_CONFIG)}
     done = alter(client, GROUP, "g", [("share.record.lock.duration.ms", SET, "2000"),
                                       ("share.isolation.level", SET, "read_committed")])
     assert (done.error_code, done.resource_name) == (NONE, "g")

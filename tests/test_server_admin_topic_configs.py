@@ -24,7 +24,8 @@ LONG_MAX = str(2**63 - 1)
 KAFKA_TOPIC_DEFAULTS = {
     "cleanup.policy": ("delete", LIST), "compression.gzip.level": ("-1", INT), "compression.lz4.level": ("9", INT),
     "compression.type": ("producer", STRING), "compression.zstd.level": ("3", INT),
-    "delete.retention.ms": ("86400000", LONG), "file.delete.delay.ms": ("60000", LONG),
+    "delete.retention.ms": ("86400000", LONG), "errors.deadletterqueue.group.enable": ("false", BOOLEAN),
+    "file.delete.delay.ms": ("60000", LONG),
     "flush.messages": (LONG_MAX, LONG), "flush.ms": (LONG_MAX, LONG),
     "follower.replication.throttled.replicas": ("", LIST), "index.interval.bytes": ("4096", INT),
     "leader.replication.throttled.replicas": ("", LIST), "local.retention.bytes": ("-2", LONG),

@@ -85,8 +85,6 @@ KAFKA_4_4_BROKER_KEYS = {
     "group.share.min.delivery.count.limit": "2",  # KIP-1240
     "group.share.max.delivery.count.limit": "10",
     "group.share.min.partition.max.record.locks": "100",
-    "errors.deadletterqueue.topic.name.prefix": "dlq.",  # KIP-1191
-    "errors.deadletterqueue.auto.create.topics.enable": "false",
     "add.partitions.to.txn.retry.backoff.ms": "20",
     "add.partitions.to.txn.retry.backoff.max.ms": "100",
     "transaction.two.phase.commit.enable": "false",
@@ -94,7 +92,8 @@ KAFKA_4_4_BROKER_KEYS = {
 
 
 def test_real_kafka_4_4_broker_configs_are_accepted_with_the_warning():
-    """A server.properties of Kafka 4.3/4.4 (KIP-1263 offload keys, DLQ, transactions) starts serve."""
+    """A server.properties of Kafka 4.3/4.4 (KIP-1263 offload keys, transactions) starts serve (the KIP-1191
+    DLQ keys are used: tests/test_dead_letter_configs.py)."""
     config = ServeConfig.build(KAFKA_4_4_BROKER_KEYS)
     assert len(config.warnings) == len(KAFKA_4_4_BROKER_KEYS)
     for key in KAFKA_4_4_BROKER_KEYS:

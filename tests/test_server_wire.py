@@ -601,7 +601,7 @@ def test_create_topics_returns_the_effective_configs_as_describe_configs_does(br
         result = client.request(19, 7, body).topics[0]
         assert result.error_code == ErrorCode.none
         created = {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive) for c in result.configs}
-        assert len(created) == 33, name  # every topic config of Kafka 4.x
+        assert len(created) == 34, name  # every topic config of Kafka 4.x (4.4: errors.deadletterqueue.group.enable)
         assert [created[k] for k in ("cleanup.policy", "max.message.bytes", "retention.ms", "segment.bytes",
                                      "compression.type", "min.insync.replicas")] == [
             ("delete", 1, False, False), ("1048588", 5, False, False), ("1000", 1, False, False),

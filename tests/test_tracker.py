@@ -510,7 +510,7 @@ def test_load_of_an_empty_state(tracker):
     [SB(90, 104, 2, 1)],                      # below the start offset
     [SB(100, 104, 2, 1), SB(104, 106, 0, 1)],  # overlapping
     [SB(105, 104, 2, 1)],                     # first > last
-    [SB(100, 104, 3, 1)],                     # unknown state
+    [SB(100, 104, 5, 1)],                     # unknown state
     [SB(100, 104, 0, -1)],                    # negative count
 ])
 def test_load_refuses_unusable_state(tracker, batches):

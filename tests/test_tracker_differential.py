@@ -43,13 +43,15 @@ class TrackerMachine(RuleBasedStateMachine):
         limit=st.integers(2, 6),
         max_locks=st.integers(8, 60),
         record_limit=st.booleans(),
+        dead_letter_queue=st.booleans(),
         # Persisted state with holes (the persisted-gap window) before and between its batches.
-        persisted=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([0, 2, 4]),
+        persisted=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([0, 2, 3, 4]),
                                      st.integers(0, 6)), max_size=5),
     )
-    def setup(self, start, limit, max_locks, record_limit, persisted):
+    def setup(self, start, limit, max_locks, record_limit, dead_letter_queue, persisted):
         kw = dict(record_lock_duration_ms=LOCK_MS, delivery_count_limit=limit,
-                  partition_max_record_locks=max_locks, record_limit_mode=record_limit)
+                  partition_max_record_locks=max_locks, record_limit_mode=record_limit,
+                  dead_letter_queue=dead_letter_queue)
         classes = [pure_tracker_class()] + ([] if PURE_ONLY else [native_tracker_class()])
         self.impls = [cls(start, **kw) for cls in classes]
         self.model = TrackerModel(start, **kw)
@@ -188,6 +190,20 @@ class TrackerMachine(RuleBasedStateMachine):
     def expire(self):
         self._all("expire_locks", self.now)
 
+    @rule(enabled=st.booleans())
+    def dead_letter_queue_set(self, enabled):
+        """The group's DLQ topic is set or cleared: later transitions follow, ARCHIVING records stay."""
+        for impl in self.impls:
+            impl.dead_letter_queue = enabled
+        self.model.dead_letter_queue = enabled
+
+    @rule(start=st.integers(-4, 30), length=st.integers(-1, 8), at_archiving=st.booleans())
+    def complete_archiving(self, start, length, at_archiving):
+        """The DLQ write of a range is done: ARCHIVING → ARCHIVED (other states and pending ones stay)."""
+        archiving = [o for o, r in sorted(self.model.recs.items()) if r.state == 3]
+        first = archiving[start % len(archiving)] if at_archiving and archiving else self.model.start_offset + start
+        self._all("complete_archiving", first, first + length)  # a negative or reversed range is refused
+
     @rule(delta=st.integers(0, 6))
     def log_start_moves(self, delta):
         self._all("update_log_start_offset", self.model.start_offset + delta)
@@ -211,6 +227,8 @@ class TrackerMachine(RuleBasedStateMachine):
         if len(self.impls) == 2:
             assert self.impls[0].next_lock_deadline_ms() == self.impls[1].next_lock_deadline_ms()
             assert self.impls[0].pending_transitions == self.impls[1].pending_transitions
+        for impl in self.impls:
+            assert impl.dead_letter_queue == m.dead_letter_queue
 
 
 # 500 examples so that well over 300 of them run the full 50 steps (some end early on shrink-friendly draws).

@@ -12,16 +12,17 @@ from sharegroup.config import parse_iso8601_duration_ms
 
 def test_record_state_and_acknowledge_type_ids_are_kafkas():
     assert [(s.name, int(s)) for s in RecordState] == [
-        ("AVAILABLE", 0), ("ACQUIRED", 1), ("ACKNOWLEDGED", 2), ("ARCHIVED", 4)]
+        ("AVAILABLE", 0), ("ACQUIRED", 1), ("ACKNOWLEDGED", 2), ("ARCHIVING", 3), ("ARCHIVED", 4)]
     assert [(t.name, int(t)) for t in AcknowledgeType] == [
         ("GAP", 0), ("ACCEPT", 1), ("RELEASE", 2), ("REJECT", 3), ("RENEW", 4)]
     assert RecordState.ARCHIVED.terminal and not RecordState.ACQUIRED.terminal
+    assert not RecordState.ARCHIVING.terminal  # it holds the start offset until its DLQ write is done
 
 
 def test_pure_twin_record_states_equal_the_python_enum():
     from sharegroup.tracker import _in_flight_entry as entry
 
-    assert (entry.AVAILABLE, entry.ACQUIRED, entry.ACKNOWLEDGED, entry.ARCHIVED) == tuple(RecordState)
+    assert (entry.AVAILABLE, entry.ACQUIRED, entry.ACKNOWLEDGED, entry.ARCHIVING, entry.ARCHIVED) == tuple(RecordState)
 
 
 def _native_tracker_module():
@@ -38,7 +39,7 @@ def _native_tracker_module():
 
 def test_native_record_state_ids_equal_the_python_enum():
     native = _native_tracker_module()
-    assert native.record_state_ids() == tuple(int(s) for s in RecordState) == (0, 1, 2, 4)
+    assert native.record_state_ids() == tuple(int(s) for s in RecordState) == (0, 1, 2, 3, 4)
 
 
 def test_native_acknowledge_type_ids_equal_the_python_enum():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sharegroup.errors import Errors, ShareError
 from sharegroup.types import AcquiredRecords, RecordState, RecordView, StateBatch
 
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (int(s) for s in RecordState)
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = (int(s) for s in RecordState)
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
@@ -24,7 +24,8 @@ class Rec:
 
 class TrackerModel:
     def __init__(self, start_offset=0, *, record_lock_duration_ms=30000, delivery_count_limit=5,
-                 partition_max_record_locks=2000, record_limit_mode=False):
+                 partition_max_record_locks=2000, record_limit_mode=False, dead_letter_queue=False):
+        self.dead_letter_queue = dead_letter_queue  # REJECT and the limit go to ARCHIVING, not ARCHIVED
         self.lock_ms = record_lock_duration_ms
         self.limit = delivery_count_limit
         self.max_locks = partition_max_record_locks
@@ -358,11 +359,16 @@ class TrackerModel:
                 _add4(writes, o, r.state, r.delivery_count)
         return self._pending(member, changed, writes)
 
+    def _limit_state(self):
+        return ARCHIVING if self.dead_letter_queue else ARCHIVED
+
     def _target(self, t, delivery_count):
         if t == 1:
             return ACKNOWLEDGED
         if t == 2:
-            return ARCHIVED if delivery_count >= self.limit else AVAILABLE
+            return self._limit_state() if delivery_count >= self.limit else AVAILABLE
+        if t == 3:
+            return self._limit_state()
         return ARCHIVED
 
     def _pending(self, member, changed, writes):
@@ -383,11 +389,30 @@ class TrackerModel:
         for o in sorted(self.recs):
             r = self.recs[o]
             if r.state == ACQUIRED and not r.tid and r.member == member and member:
-                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
+                r.state = self._released_state(o, r.delivery_count)
                 r.member, r.tid = "", tid
                 changed.append(o)
                 _add4(writes, o, r.state, r.delivery_count)
         return self._pending(member, changed, writes)
+
+    def _released_state(self, o, delivery_count):
+        """A released or expired record: the limit archives it (ARCHIVING with a DLQ), even below the SPSO."""
+        if delivery_count >= self.limit:
+            return self._limit_state()
+        return ARCHIVED if o < self.spso else AVAILABLE
+
+    def complete_archiving(self, first, last):
+        if first < 0 or last < first:
+            raise ShareError(Errors.INVALID_REQUEST)
+        writes = []
+        for o in range(first, last + 1):
+            r = self.recs.get(o)
+            if r is not None and r.state == ARCHIVING and not r.tid:
+                r.state = ARCHIVED
+                _add4(writes, o, r.state, r.delivery_count)
+        if writes:
+            self._advance()
+        return (0, [StateBatch(*w) for w in writes], self.spso, self._terminal_from(self.spso))
 
     def complete(self, tid, committed, now):
         if tid not in self.trans:
@@ -413,7 +438,7 @@ class TrackerModel:
         for o in sorted(self.recs):
             r = self.recs[o]
             if r.state == ACQUIRED and not r.tid and r.deadline <= now:
-                r.state = ARCHIVED if (r.delivery_count >= self.limit or o < self.spso) else AVAILABLE
+                r.state = self._released_state(o, r.delivery_count)
                 r.member = ""
                 n += 1
                 _add4(writes, o, r.state, r.delivery_count)

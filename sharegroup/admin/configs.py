@@ -7,7 +7,10 @@ as the broker returned them in its order (`null` for a null value, `{}` when the
 the Java client's ConfigSource name (DYNAMIC_TOPIC_CONFIG, DYNAMIC_GROUP_CONFIG, STATIC_BROKER_CONFIG,
 DEFAULT_CONFIG, ...). Without `--all` only the configs set dynamically on the entity are listed, as
 kafka-configs.sh filters them: source DYNAMIC_TOPIC_CONFIG for a topic, DYNAMIC_BROKER_CONFIG for a broker
-(none on serve), DYNAMIC_GROUP_CONFIG for a group; `--all` lists every config.
+(on serve only the KIP-1191 dead-letter queue keys are dynamic), DYNAMIC_GROUP_CONFIG for a group; `--all`
+lists every config. `--entity-type brokers --entity-default` is the cluster-wide default (resource ""):
+"Default configs for brokers in the cluster are:", "Completed updating default config for brokers in the
+cluster.".
 `--alter --add-config K=V,... --delete-config K,...` sends one IncrementalAlterConfigs (SET and DELETE)
 and prints "Completed updating config for topic t.".
 `--entity-type users` manages SCRAM credentials instead (see `user_scram.py`). `--command-config FILE`
@@ -55,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entity-type", metavar="TYPE", help=f"REQUIRED: one of {', '.join(ENTITY_TYPES)}")
     parser.add_argument("--entity-name", metavar="NAME",
                         help="topic, broker id, group id or user (users: optional with --describe)")
+    parser.add_argument("--entity-default", action="store_true",
+                        help="with brokers: the cluster-wide default instead of one broker")
     parser.add_argument("--describe", action="store_true", help="show the configs set on the entity")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, with its source")
     parser.add_argument("--alter", action="store_true", help="change configs")
@@ -114,10 +119,17 @@ def check_usage(args: argparse.Namespace) -> None:
         except ValueError:
             raise UsageError("The entity name for brokers must be a valid integer broker id, but it is: "
                              f"{args.entity_name}") from None
-    if args.describe and not args.entity_name and args.entity_type != "users":
+    default = bool(args.entity_default)
+    if default and args.entity_name:
+        raise UsageError("Only one of --entity-name or --entity-default can be specified")
+    if default and args.entity_type != "brokers":
+        raise UsageError(f"--entity-default is not supported for {args.entity_type} on this tool (brokers only)")
+    if default:
+        args.entity_name = ""  # Kafka's name of the cluster-wide default resource
+    if args.describe and not args.entity_name and not default and args.entity_type != "users":
         raise UsageError(f"An entity name must be specified with --describe of {args.entity_type}")
     if args.alter:
-        if not args.entity_name:
+        if not args.entity_name and not default:
             if args.entity_type in ("users", "brokers"):
                 raise UsageError("An entity-name or default entity must be specified with --alter of users, "
                                  "clients, brokers or ips")
@@ -159,7 +171,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                     raise AdminError(result.error_message or error_text(int(result.error_code), args.entity_name))
                 shown = [c for c in result.configs
                          if args.all or int(c.config_source) == DYNAMIC_SOURCE[resource_type]]
-                print(f"{'All' if args.all else 'Dynamic'} configs for {noun} {args.entity_name} are:", file=out)
+                if args.entity_name == "" and resource_type == 4:
+                    print("Default configs for brokers in the cluster are:", file=out)
+                    shown = [c for c in result.configs if args.all or int(c.config_source) == 3]
+                else:
+                    print(f"{'All' if args.all else 'Dynamic'} configs for {noun} {args.entity_name} are:", file=out)
                 for c in sorted(shown, key=lambda c: c.name):
                     synonyms = ", ".join(f"{SOURCES.get(int(s.source), 'UNKNOWN')}:{s.name}={_shown(s.value)}"
                                          for s in c.synonyms)
@@ -174,7 +190,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             (result,) = response.responses
             if int(result.error_code) != 0:
                 raise AdminError(result.error_message or error_text(int(result.error_code), args.entity_name))
-            print(f"Completed updating config for {noun} {args.entity_name}.", file=out)
+            if args.entity_name == "" and resource_type == 4:
+                print("Completed updating default config for brokers in the cluster.", file=out)
+            else:
+                print(f"Completed updating config for {noun} {args.entity_name}.", file=out)
             return 0
     except (AdminError, ValueError) as exc:
         print(f"Error while executing config command with args '{' '.join(_argv(args))}'", file=out)
@@ -193,6 +212,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--command-config", args.command_config]
     if args.entity_name:
         out += ["--entity-name", args.entity_name]
+    elif args.entity_default:
+        out.append("--entity-default")
     if args.describe:
         out.append("--describe")
     if args.alter:

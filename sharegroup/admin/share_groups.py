@@ -5,7 +5,9 @@ Actions (exactly one): `--list [--state [STATES]]`, `--describe (--group G ... |
 (--to-earliest | --to-latest | --to-datetime ISO | --to-offset N) (--dry-run | --execute)`,
 `--delete-offsets --group G --topic T ...`, `--delete (--group G ... | --all-groups)`. Tables have
 kafka-share-groups.sh's columns, widths and blank lines; a missing value prints "-". `--command-config
-FILE` reaches a secured broker (Kafka client properties, see `client_security.py`).
+FILE` reaches a secured broker (Kafka client properties, see `client_security.py`). A group with a
+dead-letter queue topic (KIP-1191, read with DescribeConfigs) gets one more line after its describe table,
+"Share group 'G' dead-letter queue topic: T" (Kafka's tool has none).
 
 Options are checked as kafka-share-groups.sh checks them (ShareGroupCommandOptions.checkArgs: its order,
 its texts, such as `Option [describe] takes at most one of these options: [members], [offsets],
@@ -24,6 +26,9 @@ from typing import Any, TextIO
 from .client_security import load_command_config
 from .errors_text import error_text
 from .wire_client import AdminError, WireAdmin
+
+_DESCRIBE_CONFIGS, _GROUP_RESOURCE = 32, 32
+_DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 
 __all__ = ["add_arguments", "run"]
 
@@ -253,6 +258,25 @@ class ShareGroupTool:
                 raise AdminError(str(exc)) from None
         for group_id, (group, address, node_id) in described.items():
             self._print_description(group_id, group, address, node_id, what, verbose)
+            topic = self._dead_letter_topic(group_id) if group.group_state != "Dead" else ""
+            if topic:  # KIP-1191: Kafka's tool does not show it; ours adds this line when there is one
+                print(f"\nShare group '{group_id}' dead-letter queue topic: {topic}", file=self.out)
+
+    def _dead_letter_topic(self, group_id: str) -> str:
+        """The group's `errors.deadletterqueue.topic.name` (DescribeConfigs on the group); "" when it has none
+        or the configs cannot be described (an older broker, no DESCRIBE_CONFIGS permission)."""
+        try:
+            connection, _address, _node = self.admin.coordinator(group_id)
+            _v, response = connection.send(_DESCRIBE_CONFIGS, {
+                "resources": [{"resource_type": _GROUP_RESOURCE, "resource_name": group_id,
+                               "configuration_keys": [_DLQ_TOPIC]}],
+                "include_synonyms": False, "include_documentation": False})
+        except AdminError:
+            return ""
+        (result,) = response.results
+        if int(result.error_code) != 0:
+            return ""
+        return next((c.value or "" for c in result.configs if c.name == _DLQ_TOPIC), "")
 
     def _print_description(self, group_id: str, group: Any, address: str, node_id: int, what: str,
                            verbose: bool) -> None:

@@ -27,6 +27,11 @@ from persister.state_replay import KeyState, apply_record
 from persister.request_validation import RECORDS_PER_SNAPSHOT_DEFAULT, RECORDS_PER_SNAPSHOT_MAX
 from sharegroup.types import DELIVERY_COUNT_MAX, RECORD_STATE_IDS, TERMINAL_STATE_IDS, RecordState, StateBatch
 
+_NOT_TERMINAL_STATE_IDS = RECORD_STATE_IDS - TERMINAL_STATE_IDS
+_ARCHIVING_STATE_IDS = frozenset({int(RecordState.ARCHIVING)})
+# States a record leaves its terminal or ARCHIVING state for only through a bug: AVAILABLE and ACQUIRED.
+_LIVE_STATE_IDS = frozenset({int(RecordState.AVAILABLE), int(RecordState.ACQUIRED)})
+
 __all__ = [
     "Rule",
     "RULE_DESCRIPTIONS",
@@ -77,10 +82,11 @@ RULE_DESCRIPTIONS: dict[Rule, str] = {
     Rule.START_OFFSET: "the start offset never moves backwards, except at a re-initialization",
     Rule.STATE_EPOCH: "the state epoch never decreases",
     Rule.LEADER_EPOCH: "the leader epoch never decreases, except at a re-initialization",
-    Rule.BATCHES: "state batches are sorted, disjoint and carry a record state (0, 1, 2 or 4)",
+    Rule.BATCHES: "state batches are sorted, disjoint and carry a record state (0, 1, 2, 3 or 4)",
     Rule.DELIVERY_COUNT: "delivery counts stay within the delivery count limit",
-    Rule.TERMINAL: "an ACKNOWLEDGED or ARCHIVED offset never becomes AVAILABLE or ACQUIRED again (until a "
-    "re-initialization resets the share-partition)",
+    Rule.TERMINAL: "an ACKNOWLEDGED or ARCHIVED offset never becomes AVAILABLE, ACQUIRED or ARCHIVING again, "
+    "and an ARCHIVING one (awaiting its dead-letter write) only becomes ARCHIVED (until a re-initialization "
+    "resets the share-partition)",
     Rule.DELTAS_BETWEEN_CHECKPOINTS: "no more than N deltas lie between two checkpoints of a key",
 }
 
@@ -388,31 +394,38 @@ class KeyAuditor:
             )
 
     def _check_terminal(self, offset: int, old: Sequence, new: Sequence) -> None:
-        """Report the first offset that is terminal in `old` and not in `new` (AVAILABLE or ACQUIRED
-        again). O(b log b)."""
-        terminal = sorted((b[0], b[1]) for b in old if b[2] in TERMINAL_STATE_IDS)
-        if not terminal:
-            return
-        available = sorted((b[0], b[1]) for b in new if b[2] not in TERMINAL_STATE_IDS)
+        """Report the first offset that is terminal in `old` and not in `new`, or ARCHIVING in `old` and
+        AVAILABLE or ACQUIRED in `new` (one violation per record). O(b log b)."""
+        if not self._first_regression(offset, old, new, TERMINAL_STATE_IDS, _NOT_TERMINAL_STATE_IDS):
+            self._first_regression(offset, old, new, _ARCHIVING_STATE_IDS, _LIVE_STATE_IDS)
+
+    def _first_regression(self, offset: int, old: Sequence, new: Sequence, was_states: frozenset,
+                          bad_states: frozenset) -> bool:
+        """Report the first offset whose state is in `was_states` in `old` and in `bad_states` in `new`."""
+        was_ranges = sorted((b[0], b[1]) for b in old if b[2] in was_states)
+        if not was_ranges:
+            return False
+        bad_ranges = sorted((b[0], b[1]) for b in new if b[2] in bad_states)
         i = j = 0
-        while i < len(terminal) and j < len(available):
-            t_first, t_last = terminal[i]
-            a_first, a_last = available[j]
+        while i < len(was_ranges) and j < len(bad_ranges):
+            t_first, t_last = was_ranges[i]
+            a_first, a_last = bad_ranges[j]
             lo, hi = max(t_first, a_first), min(t_last, a_last)
             if lo <= hi:
-                was = next(b for b in old if b[2] in TERMINAL_STATE_IDS and b[0] <= lo <= b[1])
-                now = next(b for b in new if b[2] not in TERMINAL_STATE_IDS and b[0] <= lo <= b[1])
+                was = next(b for b in old if b[2] in was_states and b[0] <= lo <= b[1])
+                now = next(b for b in new if b[2] in bad_states and b[0] <= lo <= b[1])
                 self._violation(
                     offset,
                     Rule.TERMINAL,
                     f"offsets {lo}..{hi} were {RecordState(was[2]).name} (count {was[3]}) and become "
                     f"{_state_name(now[2])} again",
                 )
-                return
+                return True
             if t_last < a_last:
                 i += 1
             else:
                 j += 1
+        return False
 
     def _track_progress(self, offset: int) -> None:
         """Remember (log offset, start offset) where the start offset changes, thinned to at most

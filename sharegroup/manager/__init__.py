@@ -2,6 +2,7 @@
 (`share_partition.py`), beside the `SharePartitionManager` a broker embeds to answer ShareFetch and
 ShareAcknowledge as whole requests (`manager.py` has the request path), as Kafka keeps them."""
 
+from .dead_letters import DeadLetterBatch, DeadLetterCause, DeadLetterSink
 from .delayed_fetch import DelayedFetchPurgatory, WaitOutcome
 from .lock_timer import LockTimer
 from .manager import SharePartitionManager
@@ -10,6 +11,9 @@ from .share_partition import SharePartition, SharePartitionStatus
 from .sessions import ShareSession, ShareSessionCache, next_epoch
 
 __all__ = [
+    "DeadLetterBatch",
+    "DeadLetterCause",
+    "DeadLetterSink",
     "DelayedFetchPurgatory",
     "GroupConfigSource",
     "LockTimer",

@@ -33,6 +33,7 @@ from ..clock import Clock, SystemClock
 from ..config import BrokerConfig, ShareGroupConfig
 from ..errors import Errors, ShareError
 from ..logs import LogBatch, LogRead, PartitionLogs
+from .dead_letters import DeadLetterSink
 from .share_partition import SharePartitionStatus
 from ..persistence import Persister
 from ..share_messages import (
@@ -83,6 +84,8 @@ class SharePartitionManager:
     schedules time itself (a simulation on a ManualClock) may skip `start()` and call
     `await expire_due_locks()` when `lock_timer.next_deadline_ms` falls due: nothing then runs in the
     background. The topic logs' appends must reach `on_append` (e.g. `logs.subscribe(mgr.on_append)`).
+    `dead_letters` (a `DeadLetterSink`) gives share groups dead-letter queues (KIP-1191); without one no
+    record is ever ARCHIVING.
     """
 
     def __init__(
@@ -94,6 +97,7 @@ class SharePartitionManager:
         config: BrokerConfig | None = None,
         clock: Clock | None = None,
         observer: ManagerObserver | None = None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> None:
         self.config = config if config is not None else BrokerConfig()
         self.clock = clock if clock is not None else SystemClock()
@@ -104,7 +108,7 @@ class SharePartitionManager:
         self._sessions = ShareSessionCache(self.config.max_share_sessions)
         self._partitions = SharePartitionCache(
             persister=persister, logs=logs, clock=self.clock, group_config=self.group_config,
-            on_loaded=self._on_loaded,
+            on_loaded=self._on_loaded, dead_letters=dead_letters,
         )
         self._purgatory = DelayedFetchPurgatory(self.clock, on_expired=self._on_fetches_expired)
         self._lock_timer = LockTimer(self.clock, self._expire_entry)
@@ -133,6 +137,8 @@ class SharePartitionManager:
         held, self._held = self._held, {}
         await asyncio.gather(*(self._release(member_key, entries) for member_key, entries in held.items()))
         self._sessions.clear()
+        for entry in self._partitions:  # unfinished dead-letter writes stay ARCHIVING: the next start replays them
+            entry.sp.cancel_dead_letters()
 
     async def __aenter__(self) -> "SharePartitionManager":
         await self.start()

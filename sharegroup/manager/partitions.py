@@ -18,6 +18,7 @@ from ..clock import Clock
 from ..config import ShareGroupConfig
 from ..errors import Errors, ShareError
 from ..logs import PartitionLogs
+from .dead_letters import DeadLetterSink
 from .share_partition import SharePartition, SharePartitionStatus
 from ..persistence import Persister
 
@@ -96,8 +97,10 @@ class SharePartitionCache:
         clock: Clock,
         group_config: Callable[[str], ShareGroupConfig],
         on_loaded: Callable[[SharePartitionEntry, int], None] | None = None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> None:
         self._persister = persister
+        self._dead_letters = dead_letters
         self._logs = logs
         self._clock = clock
         self._group_config = group_config
@@ -131,6 +134,7 @@ class SharePartitionCache:
                 config=self._group_config(group_id),
                 clock=self._clock,
                 offset_lookup=functools.partial(self._logs.offset_for, topic_id, partition),
+                dead_letters=self._dead_letters,
             )
             entry = SharePartitionEntry(key, sp)
             self._entries[key] = entry

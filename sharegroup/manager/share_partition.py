@@ -8,10 +8,18 @@ its runs are kept and carried by the next write of the share-partition (or retri
 `expire_locks`) until one succeeds, so a record archived at the delivery limit by expiry always
 becomes durable (Kafka forgets a failed expiry write; we do not). A rollback that finds a lock
 expired meanwhile is such an unwritten expiry too.
+
+Dead-letter queues (KIP-1191, `dead_letters.py`): with a `DeadLetterSink` whose `enabled(group)` says
+yes at the transition, REJECT and the delivery count limit move records to ARCHIVING. Once that state is
+written (or, for lock expiry, once its write was tried) the records go to the sink in a background
+task; when the sink is done, written or failed, they become ARCHIVED, written like a lock expiry. A new
+leader hands the ARCHIVING records it loads to the sink again (at-least-once into the DLQ). The tasks
+are bounded by the in-flight window: ARCHIVING records hold the start offset.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import uuid
@@ -22,6 +30,8 @@ from ..config import ShareGroupConfig
 from ..errors import Errors, ShareError
 from ..persistence import Persister
 from ..tracker import InFlightTracker
+from .dead_letters import DeadLetterBatch, DeadLetterSink, dead_letter_batches
+from .unwritten_runs import UnwrittenRuns, coalesce
 from ..types import (
     AbortedTransaction,
     AcknowledgementBatch,
@@ -85,6 +95,7 @@ class SharePartition:
         clock: Clock | None = None,
         leader_epoch: int = 0,
         offset_lookup: OffsetLookup | None = None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> None:
         if not isinstance(group_id, str) or not group_id:
             raise ValueError("group_id must be a non-empty string")
@@ -112,7 +123,10 @@ class SharePartition:
         self._status = SharePartitionStatus.EMPTY
         self._state_epoch = 0
         self.expiry_write_failures = 0
-        self._unwritten = _UnwrittenRuns()
+        self.archive_write_failures = 0  # failed writes of ARCHIVING -> ARCHIVED (kept like expiry runs)
+        self._unwritten = UnwrittenRuns()
+        self._dead_letters = dead_letters
+        self._dead_letter_tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ state
 
@@ -195,6 +209,9 @@ class SharePartition:
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"initialization failed: {exc!r}") from exc
             raise
         self._status = SharePartitionStatus.ACTIVE
+        # A new leader finishes the dead-letter writes its predecessor left ARCHIVING, whatever the gate says
+        # now (so they always reach ARCHIVED); the cause is derived from the delivery count, as in Kafka.
+        self._hand_over(self._tracker.state_batches())
 
     async def _do_initialize(self) -> None:
         try:
@@ -294,6 +311,10 @@ class SharePartition:
         if self._status is not _ACTIVE:
             self._require_active()
         now_ms = self._clock.now_ms()
+        sink = self._dead_letters
+        dead_letter = sink is not None and sink.enabled(self.group_id)
+        if sink is not None:
+            self._tracker.dead_letter_queue = dead_letter
         pending = self._tracker.begin_acknowledge(member_id, batches, now_ms)
         transition_id, state_batches, start_offset, delivery_complete_count = pending
         if not transition_id:
@@ -309,12 +330,16 @@ class SharePartition:
         except BaseException as exc:
             raise self._failed_write(pending, exc, "write acknowledgements")
         self._tracker.complete(transition_id, True, now_ms)
+        if dead_letter:  # only a transition made with the gate on has ARCHIVING records
+            self._hand_over(state_batches, batches)
 
     async def release_acquired_records(self, member_id: str) -> None:
         """Release every record `member_id` holds (member left or its share session closed)."""
         self._require_active()
+        self._gate_dead_letters()
         pending = self._tracker.begin_release(member_id, self._clock.now_ms())
         await self._persist_pending(pending, "write released records")
+        self._hand_over(pending.state_batches)
 
     async def _persist_pending(self, pending: TrackerWrite, what: str) -> None:
         transition_id = pending.transition_id
@@ -358,7 +383,7 @@ class SharePartition:
                 elif view.state is not RecordState.ACQUIRED:
                     expired.append(StateBatch(offset, offset, int(view.state), view.delivery_count))
         if expired:
-            self._unwritten.add(_coalesce(expired))
+            self._unwritten.add(coalesce(expired))
 
     async def _write(self, pending: TrackerWrite) -> None:
         """Write `pending`'s runs plus the unwritten expiry runs that still describe the current state.
@@ -400,7 +425,11 @@ class SharePartition:
         """
         if self._status is not _ACTIVE:
             return 0
+        self._gate_dead_letters()
         count, pending = self._tracker.expire_locks(self._clock.now_ms())
+        # One phase: the records expired to ARCHIVING go to the sink whatever the write's outcome (a failed
+        # write's runs are carried by the next write; a crash before it only redelivers them).
+        self._hand_over(pending.state_batches)
         retry = bool(self._unwritten) and self._unwritten.needs_write(self._tracker.state_batches(), pending.start_offset)
         if pending.state_batches or retry:
             try:
@@ -417,125 +446,68 @@ class SharePartition:
                             len(self._unwritten.batches()), exc)
         return count
 
+    # ------------------------------------------------------------------ dead-letter queues (KIP-1191)
+
+    def _gate_dead_letters(self) -> None:
+        """Read the group's dead-letter gate before a transition (Kafka evaluates it per transition)."""
+        if self._dead_letters is not None:
+            self._tracker.dead_letter_queue = self._dead_letters.enabled(self.group_id)
+
+    @property
+    def dead_letters_in_flight(self) -> int:
+        """Dead-letter hand-overs not finished yet (each a background task)."""
+        return len(self._dead_letter_tasks)
+
+    def _hand_over(self, runs: Sequence[StateBatch], acknowledgements: Sequence[Sequence] | None = None) -> None:
+        """Start the dead-letter write of the ARCHIVING records among `runs` (durable or tried)."""
+        batches = dead_letter_batches(self.group_id, self.topic_id, self.partition, runs,
+                                      self._tracker.delivery_count_limit, acknowledgements)
+        if not batches:
+            return
+        task = asyncio.get_running_loop().create_task(self._dead_letter(batches))
+        self._dead_letter_tasks.add(task)
+        task.add_done_callback(self._dead_letter_tasks.discard)
+
+    async def _dead_letter(self, batches: list[DeadLetterBatch]) -> None:
+        """Write `batches` to the sink (none: nothing to write), then archive them: ARCHIVING -> ARCHIVED,
+        written one-phase like a lock expiry (a failed write is counted and its runs carried)."""
+        sink = self._dead_letters
+        if sink is not None:
+            try:
+                await sink.write(batches)
+            except Exception:  # the sink logs and counts its own failures; this is a bug in it
+                log.exception("share-partition %s:%s:%d: dead-letter sink failed; the records are archived anyway",
+                              self.group_id, self.topic_id, self.partition)
+        if self._status is not _ACTIVE:
+            return  # fenced or failed: the next leader replays the ARCHIVING records
+        runs: list[StateBatch] = []
+        done: TrackerWrite | None = None
+        for b in batches:
+            done = self._tracker.complete_archiving(b.first_offset, b.last_offset)
+            runs += done.state_batches
+        if done is None or not runs:
+            return  # reset or archived meanwhile
+        try:
+            await self._write(TrackerWrite(0, runs, done.start_offset, done.delivery_complete_count))
+        except BaseException as exc:
+            self.archive_write_failures += 1
+            self._unwritten.add(runs)
+            if not isinstance(exc, Exception):
+                raise
+            if isinstance(exc, ShareError):
+                self._persister_failure(exc, "write archived records")
+            log.warning("share-partition %s:%s:%d: archived-record write failed (kept for the next write): %r",
+                        self.group_id, self.topic_id, self.partition, exc)
+
+    def cancel_dead_letters(self) -> None:
+        """Stop the dead-letter hand-overs (the broker is closing): their records stay ARCHIVING, durable, and
+        the next leader writes them again."""
+        for task in list(self._dead_letter_tasks):
+            task.cancel()
+
     def update_log_start_offset(self, log_start_offset: int) -> None:
         """Retention moved the log start offset: archive AVAILABLE records below it."""
         if isinstance(log_start_offset, bool) or not isinstance(log_start_offset, int) or log_start_offset < 0:
             raise ShareError(Errors.INVALID_REQUEST, f"log start offset must be an integer >= 0, got {log_start_offset!r}")
         self._require_active()
         self._tracker.update_log_start_offset(log_start_offset)
-
-
-def _durable_form(state: int, delivery_count: int) -> tuple[int, int]:
-    """How a record in `state` is persisted: ACQUIRED is never written, so an acquired record's durable
-    form is AVAILABLE with the count before this delivery (what a new leader must see after failover)."""
-    if state == RecordState.ACQUIRED:
-        return int(RecordState.AVAILABLE), delivery_count - 1
-    return state, delivery_count
-
-
-class _UnwrittenRuns:
-    """Runs of failed lock-expiry writes, kept until a successful write carries or supersedes them.
-
-    Held as sorted, disjoint pieces `[first, last, state, delivery_count, sequence]`; a later failed
-    expiry replaces the earlier pieces it overlaps (its state is newer). `sequence` numbers each `add`
-    so that a write only forgets the pieces that existed when it started. There is at most one piece
-    per offset of the window, so the memory is bounded by the window however long the persister fails.
-    """
-
-    __slots__ = ("_pieces", "sequence")
-
-    def __init__(self) -> None:
-        self._pieces: list[list[int]] = []
-        self.sequence = 0
-
-    def __bool__(self) -> bool:
-        return bool(self._pieces)
-
-    def batches(self) -> list[StateBatch]:
-        return [StateBatch(p[0], p[1], p[2], p[3]) for p in self._pieces]
-
-    def add(self, runs: Sequence[StateBatch]) -> None:
-        """Keep the runs of a failed expiry write; they replace older pieces of the same offsets."""
-        if not runs:
-            return
-        self.sequence += 1
-        self._cut(runs, self.sequence)
-        self._pieces += [[r[0], r[1], r[2], r[3], self.sequence] for r in runs]
-        self._pieces.sort()
-
-    def still_current(self, current: Sequence[StateBatch], own: Sequence[StateBatch], start_offset: int) -> list[StateBatch]:
-        """The parts of the pieces, at or above `start_offset` and outside `own`'s offsets, whose
-        (state, count) equal the durable form of the current state (`current`: the window's runs)."""
-        out: list[StateBatch] = []
-        j = 0
-        for first, last, state, count, _sequence in self._pieces:
-            first = max(first, start_offset)
-            if first > last:
-                continue
-            while j < len(current) and current[j][1] < first:
-                j += 1
-            k = j
-            while k < len(current) and current[k][0] <= last:
-                run = current[k]
-                if _durable_form(run[2], run[3]) == (state, count):
-                    out += _minus(max(first, run[0]), min(last, run[1]), own, state, count)
-                k += 1
-        return out
-
-    def needs_write(self, current: Sequence[StateBatch], start_offset: int) -> bool:
-        """Whether a write would make something durable: a piece that is still current, or one below the
-        start offset (a write's start offset makes it durable by pruning)."""
-        if not self._pieces:
-            return False
-        return self._pieces[0][0] < start_offset or bool(self.still_current(current, (), start_offset))
-
-    def forget(self, written: Sequence[StateBatch], start_offset: int, sequence: int) -> None:
-        """A write succeeded: forget the pieces of sequence <= `sequence` below `start_offset` or inside
-        `written`'s offsets."""
-        covered = [StateBatch(-1, start_offset - 1, 0, 0), *written] if start_offset > 0 else written
-        self._cut(covered, sequence)
-
-    def _cut(self, ranges: Sequence[StateBatch], sequence: int) -> None:
-        """Remove the offsets of `ranges` from every piece whose sequence is <= `sequence`."""
-        kept: list[list[int]] = []
-        for piece in self._pieces:
-            if piece[4] > sequence:
-                kept.append(piece)
-                continue
-            kept += [[b.first_offset, b.last_offset, piece[2], piece[3], piece[4]]
-                     for b in _minus(piece[0], piece[1], ranges, piece[2], piece[3])]
-        self._pieces = kept
-
-    def _check(self) -> None:
-        for a, b in zip(self._pieces, self._pieces[1:]):
-            assert a[1] < b[0], f"unwritten expiry runs overlap: {a} {b}"
-        for p in self._pieces:
-            assert p[0] <= p[1] and 1 <= p[4] <= self.sequence, p
-            assert p[2] in (RecordState.AVAILABLE, RecordState.ARCHIVED), p
-
-
-def _coalesce(runs: list[StateBatch]) -> list[StateBatch]:
-    """Sorted single-offset runs as maximal runs of equal (state, count)."""
-    out: list[StateBatch] = []
-    for run in runs:
-        if out and out[-1].last_offset + 1 == run.first_offset and out[-1][2:] == run[2:]:
-            out[-1] = out[-1]._replace(last_offset=run.last_offset)
-        else:
-            out.append(run)
-    return out
-
-
-def _minus(first: int, last: int, ranges: Sequence[Sequence[int]], state: int, count: int) -> list[StateBatch]:
-    """[first, last] without the offsets of `ranges` (any order), as runs of (state, count).
-    O(len(ranges)); the ranges of one write are few."""
-    out: list[StateBatch] = []
-    lo = first
-    for r_first, r_last, *_ in sorted(r for r in ranges if r[1] >= first and r[0] <= last):
-        if r_first > lo:
-            out.append(StateBatch(lo, r_first - 1, state, count))
-        lo = max(lo, r_last + 1)
-        if lo > last:
-            return out
-    if lo <= last:
-        out.append(StateBatch(lo, last, state, count))
-    return out

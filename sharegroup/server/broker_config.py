@@ -361,7 +361,7 @@ KNOWN_UNUSED: frozenset[str] = frozenset(
 )
 
 # Newer broker keys, through Kafka 4.4 (group and share coordinators, KIP-1240 bounds, KIP-1263 assignor
-# offload, KIP-1191 dead-letter queues, transactions): real keys a one-node serve does not read, so accepted with
+# offload, transactions): real keys a one-node serve does not read, so accepted with
 # the same warning. Kept apart from the list above so that list can move keys into CONFIG_DEFS freely.
 KNOWN_UNUSED_SINCE_KAFKA_4_3: frozenset[str] = frozenset(
     """
@@ -369,7 +369,6 @@ KNOWN_UNUSED_SINCE_KAFKA_4_3: frozenset[str] = frozenset(
     group.share.initialize.retry.interval.ms
     group.share.min.delivery.count.limit group.share.max.delivery.count.limit
     group.share.min.partition.max.record.locks group.share.max.partition.max.record.locks
-    errors.deadletterqueue.topic.name.prefix errors.deadletterqueue.auto.create.topics.enable
     add.partitions.to.txn.retry.backoff.ms add.partitions.to.txn.retry.backoff.max.ms
     transaction.two.phase.commit.enable
     """.split()
@@ -558,6 +557,8 @@ def _parse_group_config(key: str, raw: Any, broker: Mapping[str, Any]) -> Any:
     bounds = GROUP_CONFIG_KEYS.get(key)
     if bounds is None:
         raise ValueError(f"unknown group config {key!r} (expected one of {', '.join(sorted(GROUP_CONFIG_KEYS))})")
+    if key in DLQ_GROUP_CONFIG_KEYS:
+        return _parse_dlq_group_config(key, raw)
     if key in ("share.auto.offset.reset", "share.isolation.level"):
         text = str(raw).strip()
         lowered = text.lower()
@@ -583,3 +584,35 @@ def _parse_group_config(key: str, raw: Any, broker: Mapping[str, Any]) -> Any:
         where = f" ({lo_name}, {hi_name})" if lo_name else ""
         raise ValueError(f"{key} must be in [{lo}, {hi}]{where}, got {value}")
     return value
+
+
+# -- KIP-1191 dead-letter queues for share groups (Kafka 4.4, share.version 2) --------------------------
+# The two broker keys (GroupCoordinatorConfig: dynamic cluster configs in Kafka, static here like every
+# broker key of serve) and the two group keys, whose defaults no broker key sets. Read by
+# `sharegroup/server/dead_letter.py`.
+CONFIG_DEFS.update(_defs(
+    ConfigDef("errors.deadletterqueue.topic.name.prefix", "string", "dlq.",
+              doc="dead-letter queue topics of share groups must start with this prefix; empty: any name"),
+    ConfigDef("errors.deadletterqueue.auto.create.topics.enable", "boolean", False,
+              doc="create a share group's missing dead-letter queue topic (with the prefix) on its first write"),
+))
+DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
+DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
+DLQ_GROUP_CONFIG_KEYS = (DLQ_TOPIC_NAME, DLQ_COPY_RECORD)
+GROUP_CONFIG_KEYS.update({DLQ_TOPIC_NAME: (), DLQ_COPY_RECORD: ()})
+
+
+def _parse_dlq_group_config(key: str, raw: Any) -> Any:
+    """A DLQ group value as Kafka's GroupConfig checks it: the copy flag is a boolean; the topic name is any
+    string but one starting with `__` (internal topics are never dead-letter queues); `ValueError` else."""
+    text = str(raw).strip()
+    if key == DLQ_COPY_RECORD:
+        if isinstance(raw, bool):
+            return raw
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"Invalid value {raw} for configuration {key}: Expected value to be either true or false")
+        return text.lower() == "true"
+    if text.startswith("__"):
+        raise ValueError(f"Invalid value {raw} for configuration {key}: a dead-letter queue topic name cannot start "
+                         "with '__' (internal topics are not allowed)")
+    return text

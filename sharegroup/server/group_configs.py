@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..config import ShareGroupConfig
 from ..errors import Errors, ShareError
-from .broker_config import CONSUMER_GROUP_CONFIG_KEYS, GROUP_CONFIG_KEYS, ServeConfig, _parse_group_config
+from .broker_config import (CONSUMER_GROUP_CONFIG_KEYS, DLQ_COPY_RECORD, DLQ_GROUP_CONFIG_KEYS, DLQ_TOPIC_NAME,
+                            GROUP_CONFIG_KEYS, ServeConfig, _parse_group_config)
 from ..topics.segment_files import write_file_atomically
 
 __all__ = ["GroupConfigStore", "SET", "DELETE", "FILE_NAME", "GROUP_CONFIG_DEFAULTS", "GROUP_CONFIG_DOCS"]
@@ -34,12 +35,20 @@ __all__ = ["GroupConfigStore", "SET", "DELETE", "FILE_NAME", "GROUP_CONFIG_DEFAU
 FILE_NAME = "group-configs.json"
 _TIMING_PAIRS = (("share.session.timeout.ms", "share.heartbeat.interval.ms"),
                  ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"))
-_NOT_SHARE_PARTITION = frozenset(("share.session.timeout.ms", "share.heartbeat.interval.ms", *CONSUMER_GROUP_CONFIG_KEYS))
+_NOT_SHARE_PARTITION = frozenset(("share.session.timeout.ms", "share.heartbeat.interval.ms", *CONSUMER_GROUP_CONFIG_KEYS,
+                                  *DLQ_GROUP_CONFIG_KEYS))
 SET, DELETE = 0, 1  # Kafka's IncrementalAlterConfigs operations that apply to single-valued configs
 # Kafka's own defaults of the group configs that no broker key sets (the others default to `group.` + key)
-GROUP_CONFIG_DEFAULTS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
+GROUP_CONFIG_DEFAULTS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted",
+                         DLQ_TOPIC_NAME: "", DLQ_COPY_RECORD: False}
 # What DescribeConfigs answers as each group config's documentation (our words; Kafka sends its own text)
 GROUP_CONFIG_DOCS = {
+    DLQ_COPY_RECORD: "Whether a dead-letter record carries the original record's key, value and headers "
+                     "(else only the __dlq.errors.* headers).",
+    DLQ_TOPIC_NAME: "The share group's dead-letter queue topic (KIP-1191): rejected records and those that reach "
+                    "the delivery count limit are written there before they are archived. Empty: no dead-letter "
+                    "queue. The topic must start with errors.deadletterqueue.topic.name.prefix and opt in with "
+                    "errors.deadletterqueue.group.enable=true.",
     "consumer.heartbeat.interval.ms": "How often a member of this consumer group (KIP-848) sends a heartbeat.",
     "consumer.session.timeout.ms": "A member of this consumer group without a heartbeat for this long is removed.",
     "share.auto.offset.reset": "Where a share-partition without state starts: latest, earliest or "
@@ -106,6 +115,20 @@ class GroupConfigStore:
             return self.base
         shared = {k: v for k, v in own.items() if k not in _NOT_SHARE_PARTITION}
         return ShareGroupConfig.from_properties({**_as_properties(self.base), **shared})
+
+    def dead_letter_topic(self, group_id: str) -> str:
+        """The group's `errors.deadletterqueue.topic.name` ("" = no dead-letter queue); read at each transition."""
+        own = self._values.get(group_id)
+        if own is not None and DLQ_TOPIC_NAME in own:
+            return own[DLQ_TOPIC_NAME]
+        return self.config.group_defaults.get(DLQ_TOPIC_NAME, "")
+
+    def dead_letter_copy_record(self, group_id: str) -> bool:
+        """The group's `errors.deadletterqueue.copy.record.enable`; read at each dead-letter write."""
+        own = self._values.get(group_id)
+        if own is not None and DLQ_COPY_RECORD in own:
+            return own[DLQ_COPY_RECORD]
+        return bool(self.config.group_defaults.get(DLQ_COPY_RECORD, False))
 
     def timing(self, group_id: str) -> tuple[int, int] | None:
         """(share.session.timeout.ms, share.heartbeat.interval.ms) of a group that set either, else None

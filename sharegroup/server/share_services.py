@@ -19,6 +19,9 @@
   acquired records are released at once (Kafka's disconnect rule), unless the member re-opened the
   session on another connection meanwhile, even one whose epoch-0 fetch is still long-polling.
 
+Dead-letter queues (KIP-1191): the manager hands share-partitions' rejected and exhausted records to a
+`dead_letter.DeadLetterWriter`, which appends Kafka's DLQ records to the group's DLQ topic in the store.
+
 Configs: the broker's `group.share.*` keys and the `--group-config share.*` defaults become the
 `BrokerConfig`, the default `ShareGroupConfig` of every group, and the coordinator's `GroupConfig`.
 Values set on one group (IncrementalAlterConfigs, `group_configs.GroupConfigStore`, durable under
@@ -42,6 +45,8 @@ from ..errors import Errors, ShareError
 from ..manager import SharePartitionManager
 from ..metrics import REGISTRY as METRICS_REGISTRY
 from .broker_config import ServeConfig, consumer_group_config
+from .dead_letter import DeadLetterWriter
+from .dynamic_broker_configs import DynamicBrokerConfigs
 from .group_configs import GroupConfigStore
 from .group_records import FileRecordSink
 from .share_state_maintenance import ShareStateMaintenance
@@ -124,8 +129,12 @@ class ShareServices:
 
     def __init__(self, persister: Any, sink: FileRecordSink, coordinator: GroupCoordinator,
                  manager: SharePartitionManager, group_config: GroupConfig,
-                 group_configs: GroupConfigStore, maintenance: ShareStateMaintenance) -> None:
+                 group_configs: GroupConfigStore, maintenance: ShareStateMaintenance, *,
+                 dead_letters: DeadLetterWriter | None = None,
+                 dynamic_broker_configs: DynamicBrokerConfigs | None = None) -> None:
         self.persister = persister
+        self.dynamic_broker_configs = dynamic_broker_configs  # KIP-1191's broker keys, changeable at run time
+        self.dead_letters = dead_letters  # the share groups' dead-letter queue writer (KIP-1191)
         self.maintenance = maintenance
         self.group_configs = group_configs
         self.sink = sink
@@ -168,8 +177,10 @@ class ShareServices:
             sink = FileRecordSink.open(data_dir / "groups")
             group_config = coordinator_config(config)
             group_configs = GroupConfigStore(data_dir / "groups", config, group_share_config(config))
+            dynamic_broker_configs = DynamicBrokerConfigs(data_dir / "groups", config)
+            dead_letters = DeadLetterWriter(store, dynamic_broker_configs, group_configs, clock=clock)
             manager = SharePartitionManager(persister=persister, logs=store, config=broker_share_config(config),
-                                            coordinator=group_configs)
+                                            coordinator=group_configs, dead_letters=dead_letters)
             coordinator = GroupCoordinator(persister=persister, topics=StoreTopics(store), config=group_config,
                                            record_sink=sink, listener=manager, group_timing=group_configs.timing,
                                            classic_config=classic_config(config),
@@ -182,7 +193,8 @@ class ShareServices:
             await persister.close()
             raise
         store.subscribe(manager.on_append)
-        return cls(persister, sink, coordinator, manager, group_config, group_configs, maintenance)
+        return cls(persister, sink, coordinator, manager, group_config, group_configs, maintenance,
+                   dead_letters=dead_letters, dynamic_broker_configs=dynamic_broker_configs)
 
     async def start(self) -> None:
         await self.manager.start()

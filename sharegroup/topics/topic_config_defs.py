@@ -122,6 +122,9 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {d.name: d for d in (
        doc="The zstd level used when compression.type is zstd."),
     _d("delete.retention.ms", "long", "86400000", (("log.cleaner.delete.retention.ms", "86400000"),), 0,
        doc="How long a compacted topic keeps delete tombstones."),
+    _d("errors.deadletterqueue.group.enable", "boolean", "false",
+       doc="Whether share groups may write dead-letter records to this topic (KIP-1191): a topic opts in to "
+           "being a dead-letter queue."),
     _d("file.delete.delay.ms", "long", "60000", (("log.segment.delete.delay.ms", "60000"),), 0,
        doc="How long a deleted segment file waits before it is removed from disk."),
     _d("flush.messages", "long", _L, (("log.flush.interval.messages", _L),), 1,

@@ -29,11 +29,12 @@ from typing import Iterable, Sequence
 
 from ..errors import Errors, ShareError
 from ._in_flight_acquisition import _acquire
-from ._in_flight_entry import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, MAX_DELIVERY_COUNT, RELEASE,
-                              _Entry, terminal)
+from ._in_flight_entry import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, MAX_DELIVERY_COUNT,
+                              REJECT, RELEASE, _Entry, terminal)
 from ._in_flight_invariants import _check_invariants
 from ._in_flight_start_offset import _advance, _scan_start
-from ._in_flight_transitions import _begin_acknowledge, _begin_release, _complete, _expire_locks
+from ._in_flight_transitions import (_begin_acknowledge, _begin_release, _complete, _complete_archiving,
+                                     _expire_locks)
 from ._tracker_buffers import add_run
 from ..types import AcquiredRecords, RecordState, RecordView, StateBatch, TrackerWrite
 
@@ -59,6 +60,7 @@ class InFlightTracker:
         delivery_count_limit: int = 5,
         partition_max_record_locks: int = 2_000,
         record_limit_mode: bool = False,
+        dead_letter_queue: bool = False,
     ) -> None:
         if start_offset < 0:
             raise ValueError("start_offset must be >= 0")
@@ -72,6 +74,9 @@ class InFlightTracker:
         self._limit = int(delivery_count_limit)
         self._max_locks = int(partition_max_record_locks)
         self._record_limit = bool(record_limit_mode)
+        # Where REJECT and the delivery count limit send a record: ARCHIVING while the group has a
+        # dead-letter queue topic (KIP-1191), else ARCHIVED. A setting the leader may change at any time.
+        self._dlq_state = ARCHIVING if dead_letter_queue else ARCHIVED
         # Poison-record isolation: from this delivery count on, batches shrink.
         self._throttle = max(2, (self._limit + 1) // 2)
         self._entries: list[_Entry] = []
@@ -126,6 +131,19 @@ class InFlightTracker:
     def delivery_count_limit(self) -> int:
         return self._limit
 
+    @property
+    def dead_letter_queue(self) -> bool:
+        """Whether REJECT and the delivery count limit move records to ARCHIVING (the group has a DLQ topic).
+
+        Read at each transition, as Kafka evaluates the gate per transition: records already ARCHIVING
+        stay so until `complete_archiving`, whatever the setting becomes.
+        """
+        return self._dlq_state == ARCHIVING
+
+    @dead_letter_queue.setter
+    def dead_letter_queue(self, enabled: bool) -> None:
+        self._dlq_state = ARCHIVING if enabled else ARCHIVED
+
     def next_lock_deadline_ms(self) -> int:
         """The earliest lock deadline that may be due (possibly stale), or -1 when no lock is held."""
         return self._heap[0][0] if self._heap else -1
@@ -170,7 +188,7 @@ class InFlightTracker:
                     Errors.UNKNOWN_SERVER_ERROR,
                     f"persisted state batch {b!r} is below the start offset {start_offset} or out of order",
                 )
-            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) or delivery_count < 0:
+            if state not in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED) or delivery_count < 0:
                 raise ShareError(Errors.UNKNOWN_SERVER_ERROR, f"persisted state batch {b!r} has a bad state or count")
             prev_last = last
         self.reset(start_offset)
@@ -179,7 +197,8 @@ class InFlightTracker:
         for first, last, state, delivery_count in batches:
             if first > pos and first_hole < 0:
                 first_hole = pos
-            # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover.
+            # ACQUIRED is never persisted; if it ever is, the lock is gone after a failover. ARCHIVING
+            # stays ARCHIVING: the new leader writes its dead-letter record again (`complete_archiving`).
             state = AVAILABLE if state == ACQUIRED else state
             self._append_entry(_Entry(first, last, state, min(delivery_count, MAX_DELIVERY_COUNT), 0, 0))
             if terminal(state):
@@ -384,8 +403,10 @@ class InFlightTracker:
         if ack_type == ACCEPT:
             return ACKNOWLEDGED
         if ack_type == RELEASE:
-            return ARCHIVED if delivery_count >= self._limit else AVAILABLE
-        return ARCHIVED  # REJECT and GAP
+            return self._dlq_state if delivery_count >= self._limit else AVAILABLE
+        if ack_type == REJECT:
+            return self._dlq_state
+        return ARCHIVED  # GAP: no record, nothing to dead-letter
 
     def _pending(self, owner: int, ranges: list[tuple[int, int]], writes: list[StateBatch]) -> TrackerWrite:
         if not ranges:
@@ -400,7 +421,8 @@ class InFlightTracker:
         """Release every record `member_id` holds, like a RELEASE acknowledgement.
 
         The delivery count is kept, so a consumer that keeps crashing on a record cannot loop forever;
-        records at the limit, or below the SPSO, are archived. Pending until `complete`.
+        records at the limit are archived (ARCHIVING with a dead-letter queue), records below the SPSO
+        are archived. Pending until `complete`.
         """
         return _begin_release(self, member_id, now_ms)
 
@@ -408,17 +430,29 @@ class InFlightTracker:
         """Commit or roll back a pending transition once its write answered.
 
         Roll back restores ACQUIRED for the owner, except that a record whose lock expired meanwhile
-        becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO). Records archived by a log
-        start move meanwhile stay archived.
+        becomes AVAILABLE (ARCHIVED at the delivery limit or below the SPSO, never ARCHIVING: as in
+        Kafka, no dead-letter record for a failed write). Records archived by a log start move meanwhile
+        stay archived.
         """
         return _complete(self, transition_id, committed, now_ms)
+
+    def complete_archiving(self, first_offset: int, last_offset: int) -> TrackerWrite:
+        """The dead-letter write of [first_offset, last_offset] is done (or failed): ARCHIVING → ARCHIVED.
+
+        One phase, like lock expiry: the states change now, the returned write follows. Offsets that are
+        not ARCHIVING, or still await the write that made them ARCHIVING, are left alone. Raises
+        `ShareError` (INVALID_REQUEST) for a negative or reversed range, with nothing changed.
+        Runtime complexity: O(log entries + entries touched + offsets of split entries touched).
+        """
+        return _complete_archiving(self, first_offset, last_offset)
 
     # ------------------------------------------------------------------ locks and the log start
 
     def expire_locks(self, now_ms: int) -> tuple[int, TrackerWrite]:
         """Expire every lock due at `now_ms` (one phase: states change now, the write follows).
 
-        Returns the number of records expired and what to persist. A lock that falls due while its
+        Returns the number of records expired and what to persist; a record at the delivery count limit
+        is archived (ARCHIVING with a dead-letter queue). A lock that falls due while its
         record awaits a write changes nothing now; the rollback, if any, finds it expired.
         Runtime complexity: O(due heap items × log heap + offsets of split entries they name).
         """

@@ -14,9 +14,11 @@ from ..types import AcknowledgeType, RecordState
 AVAILABLE = int(RecordState.AVAILABLE)
 ACQUIRED = int(RecordState.ACQUIRED)
 ACKNOWLEDGED = int(RecordState.ACKNOWLEDGED)
+ARCHIVING = int(RecordState.ARCHIVING)  # not terminal: it holds the SPSO until its dead-letter write is done
 ARCHIVED = int(RecordState.ARCHIVED)
 ACCEPT = int(AcknowledgeType.ACCEPT)
 RELEASE = int(AcknowledgeType.RELEASE)
+REJECT = int(AcknowledgeType.REJECT)
 RENEW = int(AcknowledgeType.RENEW)
 IN_TRANSITION = 1  # flag bit: the record's visible state awaits a persister answer (two-phase)
 # Delivery counts are stored in one byte per record: a storage bound of this tracker, not a Kafka value

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 
-from ._in_flight_entry import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, entry_done, terminal
+from ._in_flight_entry import ACKNOWLEDGED, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, entry_done, terminal
 from ._in_flight_start_offset import _covered, _scan_start
 from ._tracker_state import TrackerState
 
@@ -42,7 +42,7 @@ def _check_invariants(self: TrackerState) -> None:
             assert e.terminal_count == sum(1 for r in recs if terminal(r[1])), f"entry {e.first}: stale terminal count"
         terminal_total += sum((e.last - e.first + 1) if e.offset_states is None else 1 for r in recs if terminal(r[1]))
         for off, s, fl, delivery_count, mem, dl in recs:
-            assert s in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), s
+            assert s in (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED), s
             assert 0 <= mem < len(self._member_names)
             if s == ACQUIRED:
                 assert mem != 0 and delivery_count >= 1 and not fl, (off, s, mem, delivery_count, fl)

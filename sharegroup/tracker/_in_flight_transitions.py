@@ -6,12 +6,13 @@ the Cython twin's counterpart is `_native/in_flight_transitions.pxi`. Layer 1.
 from __future__ import annotations
 
 import heapq
+import operator
 from bisect import bisect_right
 from typing import Sequence
 
 from ._acknowledgement_request import parse_acknowledgement_request
 from ..errors import Errors, ShareError
-from ._in_flight_entry import ACQUIRED, ARCHIVED, AVAILABLE, IN_TRANSITION, RENEW
+from ._in_flight_entry import ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, IN_TRANSITION, RENEW
 from ._in_flight_start_offset import _advance
 from ._tracker_buffers import add_range, add_run
 from ..types import RecordState, StateBatch, TrackerWrite
@@ -130,7 +131,7 @@ def _begin_release(self: TrackerState, member_id: str, now_ms: int) -> TrackerWr
                 if e.state != ACQUIRED or e.flags or e.member != owner:
                     continue
                 if e.first >= spso or e.delivery_count >= self._limit:
-                    self._set_state(e, ARCHIVED if (e.delivery_count >= self._limit or e.last < spso) else AVAILABLE)
+                    self._set_state(e, self._dlq_state if e.delivery_count >= self._limit else AVAILABLE)
                     e.flags = IN_TRANSITION
                     e.member = 0
                     add_run(out, e.first, e.last, e.state, e.delivery_count)
@@ -141,7 +142,8 @@ def _begin_release(self: TrackerState, member_id: str, now_ms: int) -> TrackerWr
                 if e.offset_states[k] != ACQUIRED or e.offset_flags[k] or e.offset_members[k] != owner:
                     continue
                 off = e.first + k
-                s = ARCHIVED if (e.offset_delivery_counts[k] >= self._limit or off < spso) else AVAILABLE
+                s = self._dlq_state if e.offset_delivery_counts[k] >= self._limit else (
+                    ARCHIVED if off < spso else AVAILABLE)
                 self._set_offset_state(e, k, s)
                 e.offset_flags[k] = IN_TRANSITION
                 e.offset_members[k] = 0
@@ -228,7 +230,7 @@ def _expire_locks(self: TrackerState, now_ms: int) -> tuple[int, TrackerWrite]:
             if e.state != ACQUIRED or e.flags or e.deadline > now_ms:
                 continue
             if e.first >= spso or e.delivery_count >= limit:
-                self._set_state(e, ARCHIVED if (e.delivery_count >= limit or e.last < spso) else AVAILABLE)
+                self._set_state(e, self._dlq_state if e.delivery_count >= limit else AVAILABLE)
                 e.member = 0
                 out.append([e.first, e.last, e.state, e.delivery_count])
                 count += e.last - e.first + 1
@@ -237,7 +239,8 @@ def _expire_locks(self: TrackerState, now_ms: int) -> tuple[int, TrackerWrite]:
         offset_states, offset_flags, offset_deadlines = e.offset_states, e.offset_flags, e.offset_deadlines
         for k in range(e.last - e.first + 1):
             if offset_states[k] == ACQUIRED and not offset_flags[k] and offset_deadlines[k] <= now_ms:
-                s = ARCHIVED if (e.offset_delivery_counts[k] >= limit or e.first + k < spso) else AVAILABLE
+                s = self._dlq_state if e.offset_delivery_counts[k] >= limit else (
+                    ARCHIVED if e.first + k < spso else AVAILABLE)
                 self._set_offset_state(e, k, s)
                 e.offset_members[k] = 0
                 out.append([e.first + k, e.first + k, s, e.offset_delivery_counts[k]])
@@ -252,3 +255,33 @@ def _expire_locks(self: TrackerState, now_ms: int) -> tuple[int, TrackerWrite]:
     _advance(self)
     return count, TrackerWrite(0, [StateBatch(r[0], r[1], r[2], r[3]) for r in merged],
                                self._spso, self._count_terminal_from(self._spso))
+
+
+def _complete_archiving(self: TrackerState, first_offset: int, last_offset: int) -> TrackerWrite:
+    """`InFlightTracker.complete_archiving` (see its docstring)."""
+    first, last = operator.index(first_offset), operator.index(last_offset)
+    if first < 0 or last < first:
+        raise ShareError(Errors.INVALID_REQUEST, f"bad archiving range {first}-{last}")
+    out: list[list[int]] = []
+    for i in range(self._index_from(first), len(self._entries)):
+        e = self._entries[i]
+        if e.first > last:
+            break
+        lo, hi = max(e.first, first), min(e.last, last)
+        if e.offset_states is None:
+            if e.state != ARCHIVING or e.flags:
+                continue
+            if lo == e.first and hi == e.last:
+                self._set_state(e, ARCHIVED)
+                add_run(out, lo, hi, ARCHIVED, e.delivery_count)
+                continue
+            e.split_per_offset()
+        offset_states, offset_flags = e.offset_states, e.offset_flags
+        for k in range(lo - e.first, hi - e.first + 1):
+            if offset_states[k] == ARCHIVING and not offset_flags[k]:
+                self._set_offset_state(e, k, ARCHIVED)
+                add_run(out, e.first + k, e.first + k, ARCHIVED, e.offset_delivery_counts[k])
+    if out:
+        _advance(self)
+    return TrackerWrite(0, [StateBatch(r[0], r[1], r[2], r[3]) for r in out], self._spso,
+                        self._count_terminal_from(self._spso))

@@ -18,6 +18,7 @@ class TrackerState(Protocol):
 
     _lock_ms: int
     _limit: int
+    _dlq_state: int
     _max_locks: int
     _record_limit: bool
     _throttle: int

@@ -16,10 +16,12 @@ Resource types are Kafka's: TOPIC 2, BROKER 4, GROUP 32.
   (`log.retention.ms`, `.minutes`, `.hours`; any other key alone) given at start-up, then those with a
   default, from its own name on; with IncludeDocumentation a short text. PASSWORD-type keys (TLS passwords
   and keys, `sasl.jaas.config`) are sensitive and shown without their value, in their synonyms too, as
-  Kafka shows them. The name "" is Kafka's cluster-wide dynamic defaults: none
-  here, so it describes no configs. Nothing is dynamically changeable, so an alter answers INVALID_REQUEST
-  "Cannot update these configs dynamically" (Kafka's code for a static broker config).
-  Another node id is INVALID_REQUEST.
+  Kafka shows them. The name "" is Kafka's cluster-wide dynamic defaults: it describes the dynamic
+  defaults set (source DYNAMIC_DEFAULT_BROKER_CONFIG). Only KIP-1191's two dead-letter queue keys are
+  dynamic (`dynamic_broker_configs`, with share groups on): SET and DELETE change them for this node or as
+  the cluster default, durably, and they are described read-write with the dynamic synonyms first. Any
+  other key answers INVALID_REQUEST "Cannot update these configs dynamically" (Kafka's code for a static
+  broker config). Another node id is INVALID_REQUEST.
 - A group (any name: configs may be set before the group exists, as in Kafka) describes its group
   configs: values set on it (source GROUP_CONFIG) over the broker defaults, each with the source of its
   first synonym. The synonyms are Kafka 4.3's: the group's value, then a `--group-config` default
@@ -58,6 +60,7 @@ from ...errors import Errors, ShareError
 from ..api import ApiHandler, RequestContext
 from ..authorization import CLUSTER_NAME, AclOperation, ResourceType
 from ..broker_config import CONFIG_DEFS
+from ..dynamic_broker_configs import CLUSTER_DEFAULT, DYNAMIC_BROKER_KEYS, NODE, DynamicBrokerConfigs
 from ..group_configs import DELETE, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_DOCS, SET, GroupConfigStore
 from ...topics.topic_config_defs import TOPIC_CONFIG_DEFS, TopicConfigDef
 from ...topics.topic_store import check_topic_name
@@ -66,6 +69,7 @@ TOPIC, BROKER, GROUP = 2, 4, 32
 BROKER_LOGGER, CLIENT_METRICS = 8, 16  # not served here, but authorized as Kafka does (on the cluster)
 # Kafka's ConfigSource values
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 # Kafka's ConfigType values
 UNKNOWN, BOOLEAN, STRING, INT, LONG, PASSWORD = 0, 1, 2, 3, 5, 9
 _CONFIG_TYPES = {"boolean": BOOLEAN, "string": STRING, "int": INT, "long": LONG}
@@ -189,24 +193,44 @@ def _broker_key_synonyms(config: Any, key: str, sensitive: bool = False) -> list
     return _synonym_chain(config, key, names, tuple(_text(CONFIG_DEFS[k].default) for k in names), sensitive)
 
 
-def _broker_entry(config: Any, key: str, value: Any) -> dict[str, Any]:
-    """A broker config as Kafka describes it: its source is that of its first synonym (STATIC_BROKER_CONFIG
-    when given at start-up, even with the default's value), else DEFAULT_CONFIG."""
+def _broker_entry(config: Any, key: str, value: Any, dynamic: DynamicBrokerConfigs | None = None) -> dict[str, Any]:
+    """A broker config as Kafka describes it: its source is that of its first synonym (a dynamic value of
+    this node, then of the cluster default, for the dynamic keys; STATIC_BROKER_CONFIG when given at
+    start-up, even with the default's value), else DEFAULT_CONFIG."""
     sensitive = key in _PASSWORD_KEYS
     synonyms = _broker_key_synonyms(config, key, sensitive)
+    read_only = True
+    if dynamic is not None and key in DYNAMIC_BROKER_KEYS:
+        read_only = False
+        value = dynamic.value(key)
+        synonyms = [_synonym(key, _text(values[key]), source)
+                    for values, source in ((dynamic.values(NODE), DYNAMIC_BROKER_CONFIG),
+                                           (dynamic.values(CLUSTER_DEFAULT), DYNAMIC_DEFAULT_BROKER_CONFIG))
+                    if key in values] + synonyms
     source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
     entry = _entry(key, None if sensitive else value, source,
-                   PASSWORD if sensitive else _CONFIG_TYPES[CONFIG_DEFS[key].type], read_only=True)
+                   PASSWORD if sensitive else _CONFIG_TYPES[CONFIG_DEFS[key].type], read_only=read_only)
     return {**entry, "is_sensitive": sensitive, "synonyms": synonyms, "documentation": CONFIG_DEFS[key].doc or None}
 
 
+def _dynamic(ctx: RequestContext) -> DynamicBrokerConfigs | None:
+    share = ctx.broker.share
+    return None if share is None else share.dynamic_broker_configs
+
+
 def _broker_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
-    """This node's configs; the resource "" is Kafka's cluster-wide dynamic defaults, of which serve has none."""
+    """This node's configs; the resource "" is Kafka's cluster-wide dynamic defaults (those set)."""
     _check_broker_name(ctx, name)
+    dynamic = _dynamic(ctx)
     if name == "":
-        return []
+        if dynamic is None:
+            return []
+        return [{**_entry(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG, _CONFIG_TYPES[CONFIG_DEFS[k].type]),
+                 "synonyms": [_synonym(k, _text(v), DYNAMIC_DEFAULT_BROKER_CONFIG)],
+                 "documentation": CONFIG_DEFS[k].doc or None}
+                for k, v in sorted(dynamic.values(CLUSTER_DEFAULT).items())]
     config = ctx.broker.config
-    return [_broker_entry(config, k, v) for k, v in sorted(config.values.items())]
+    return [_broker_entry(config, k, v, dynamic) for k, v in sorted(config.values.items())]
 
 
 def _group_store(ctx: RequestContext) -> GroupConfigStore:
@@ -229,7 +253,7 @@ def _group_synonyms(store: Any, key: str, value: Any, own: bool) -> list[dict[st
     broker_key = "group." + key
     if broker_key in CONFIG_DEFS:
         return synonyms + _broker_key_synonyms(config, broker_key)
-    return synonyms + [_synonym(key, GROUP_CONFIG_DEFAULTS[key], DEFAULT_CONFIG)]
+    return synonyms + [_synonym(key, _text(GROUP_CONFIG_DEFAULTS[key]), DEFAULT_CONFIG)]
 
 
 def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
@@ -241,7 +265,7 @@ def _group_configs(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
         synonyms = _group_synonyms(store, key, value, own)
         entry = _entry(key, value, synonyms[0]["source"], INT if _type_of(value) == LONG else _type_of(value))
         out.append({**entry, "synonyms": synonyms, "documentation": GROUP_CONFIG_DOCS[key]})
-    return out  # Kafka's group configs are INT or STRING
+    return out  # Kafka's group configs are INT, STRING or BOOLEAN
 
 
 _DESCRIBERS = {TOPIC: _topic_configs, BROKER: _broker_configs, GROUP: _group_configs}
@@ -353,8 +377,15 @@ async def _alter_topic(ctx: RequestContext, name: str, changes: list, validate_o
 
 async def _alter_broker(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
     _check_broker_name(ctx, name)
-    keys = sorted({key for key, _op, _v in changes})  # Kafka's code for it is INVALID_REQUEST (KAFKA-13609)
-    raise ShareError(Errors.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(keys)})")
+    dynamic = _dynamic(ctx)
+    if dynamic is None:
+        keys = sorted({key for key, _op, _v in changes})  # Kafka's code for it is INVALID_REQUEST (KAFKA-13609)
+        raise ShareError(Errors.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(keys)})")
+    scope = CLUSTER_DEFAULT if name == "" else NODE
+    if validate_only:
+        dynamic.validate(scope, changes)
+    else:
+        dynamic.alter(scope, changes)
 
 
 async def _alter_group(ctx: RequestContext, name: str, changes: list, validate_only: bool) -> None:
@@ -432,10 +463,13 @@ async def _replace(ctx: RequestContext, resource: Any, validate_only: bool) -> N
     elif kind == GROUP:
         own = [k for k, (_v, is_own) in _group_store(ctx).effective(name).items() if is_own] if name else []
         await _alter_group(ctx, name, _replacing(own, resource), validate_only)
-    else:  # BROKER: no dynamic broker configs here, so only the empty set (nothing to replace) succeeds
-        if resource.configs:
-            await _alter_broker(ctx, name, _replacing((), resource), validate_only)
+    else:  # BROKER: the dynamic keys set in the resource's scope are replaced
         _check_broker_name(ctx, name)
+        dynamic = _dynamic(ctx)
+        current = list(dynamic.values(CLUSTER_DEFAULT if name == "" else NODE)) if dynamic is not None else []
+        changes = _replacing(current, resource)
+        if changes:
+            await _alter_broker(ctx, name, changes, validate_only)
 
 
 async def legacy_alter(ctx: RequestContext, request: Any) -> Any:
