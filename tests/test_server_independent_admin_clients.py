@@ -88,8 +88,9 @@ def test_kafka_python_admin_topics_configs_and_groups(broker):
         admin.close()
 
 
-def test_kafka_python_admin_lists_and_describes_an_open_transaction(broker):
+def test_kafka_python_admin_lists_describes_and_aborts_an_open_transaction(broker):
     kafka = pytest.importorskip("kafka")
+    from kafka.admin import AbortTransactionSpec
 
     broker.call(broker.store.create_topic("kp-tx", 1, {}))
     producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-admin-tx")
@@ -101,6 +102,13 @@ def test_kafka_python_admin_lists_and_describes_an_open_transaction(broker):
         listed = admin.list_transactions()
         described = admin.describe_transactions(["kp-admin-tx"])
         producers = admin.describe_producers([kafka.TopicPartition("kp-tx", 0)])
+        # kafka-transactions.sh abort: a WriteTxnMarkers(abort) straight to the partition closes it
+        topic_id = broker.store.topic_by_name("kp-tx").topic_id
+        assert broker.store.last_stable_offset(topic_id, 0) == 0
+        [open_one] = producers[kafka.TopicPartition("kp-tx", 0)].active_producers
+        admin.abort_transaction(AbortTransactionSpec(kafka.TopicPartition("kp-tx", 0), open_one.producer_id,
+                                                     open_one.producer_epoch))
+        assert broker.store.last_stable_offset(topic_id, 0) == broker.store.log_end_offset(topic_id, 0) == 2
         producer.abort_transaction()
     finally:
         producer.close(TIMEOUT_S)

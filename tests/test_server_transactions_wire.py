@@ -269,3 +269,43 @@ def test_transactional_apis_under_acls(secured):
         assert end(client, tid, pid, epoch, True) == NONE
     finally:
         client.close()
+
+
+def markers(client, pid, epoch, commit, partitions, coordinator_epoch=-1):
+    topics = {}
+    for t, p in partitions:
+        topics.setdefault(t, []).append(p)
+    answer = call(client, 27, 1, {"markers": [{"producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
+                                               "coordinator_epoch": coordinator_epoch,
+                                               "topics": [{"name": t, "partition_indexes": ps}
+                                                          for t, ps in topics.items()]}]})
+    [marker] = answer.markers
+    assert marker.producer_id == pid
+    return {(t.name, p.partition_index): p.error_code for t in marker.topics for p in t.partitions}
+
+
+def test_write_txn_markers_aborts_a_hanging_transaction_in_its_partition(broker, client):
+    tid, _, pid, epoch = init(client)
+    assert add(client, tid, pid, epoch, [("a", 1)]) == {("a", 1): NONE}
+    assert produce(client, "a", 1, tid, pid, epoch) == NONE
+    topic_id = broker.store.topic_by_name("a").topic_id
+    end_offset = broker.store.log_end_offset(topic_id, 1)
+    assert broker.store.last_stable_offset(topic_id, 1) < end_offset  # the transaction holds the LSO
+    answers = markers(client, pid, epoch, False, [("a", 1), ("a", 9), ("nope", 0)])
+    assert answers == {("a", 1): NONE, ("a", 9): UNKNOWN_TOPIC, ("nope", 0): UNKNOWN_TOPIC}
+    assert broker.store.last_stable_offset(topic_id, 1) == broker.store.log_end_offset(topic_id, 1) == end_offset + 1
+    assert markers(client, pid, epoch - 1, False, [("a", 1)]) == {("a", 1): INVALID_PRODUCER_EPOCH}
+    assert markers(client, pid, epoch, False, [("a", 1)]) == {("a", 1): NONE}  # again: harmless
+    assert end(client, tid, pid, epoch, False) == NONE
+
+
+def test_write_txn_markers_needs_alter_or_cluster_action_on_the_cluster(secured):
+    secured.call(secured.broker.authorizer.delete_acls([AclBindingFilter()]))
+    client = RawClient(secured.broker.port)
+    try:
+        assert markers(client, 7, 0, False, [("s", 0), ("s", 5)]) == {("s", 0): 31, ("s", 5): 31}
+        grant(secured, RT.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION)
+        assert markers(client, 7, 0, False, [("s", 0)]) == {("s", 0): NONE}
+    finally:
+        secured.call(secured.broker.authorizer.delete_acls([AclBindingFilter()]))
+        client.close()

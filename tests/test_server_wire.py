@@ -58,7 +58,7 @@ def test_api_versions_lists_exactly_the_served_apis(client, version):
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert got == {0: (3, 12), 1: (4, 17), 2: (1, 9), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
                    14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2), 22: (0, 5),
-                   24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 29: (1, 3),
+                   24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 29: (1, 3),
                    30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2), 36: (0, 2), 37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 50: (0, 0), 51: (0, 0),
                    61: (0, 0), 65: (0, 0), 66: (0, 2), 68: (0, 1), 69: (0, 1), 76: (1, 1), 77: (1, 1), 78: (1, 2),
                    79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
@@ -67,9 +67,9 @@ def test_api_versions_lists_exactly_the_served_apis(client, version):
 def test_response_headers_api_versions_v0_even_when_flexible_others_v1(client):
     client.send_raw(client.frame(18, 3, req(18, 3, client_software_name="raw-test", client_software_version="1.0")))
     frame = client.read_frame()
-    # correlation id, then the body at once: error code 0, then the compact array of the 47 served APIs (47 + 1)
+    # correlation id, then the body at once: error code 0, then the compact array of the 48 served APIs (48 + 1)
     assert frame[:4] == client.correlation_id.to_bytes(4, "big")
-    assert frame[4:7] == b"\x00\x00\x30"
+    assert frame[4:7] == b"\x00\x00\x31"
     client.send_raw(client.frame(3, 13, md(13, [])))
     frame = client.read_frame()
     # correlation id, an empty tag buffer (header v1), then throttle time 0

@@ -34,6 +34,7 @@ from . import (
     topics,
     transaction_admin,
     transactions,
+    write_txn_markers,
 )
 
 __all__ = ["HANDLER_MODULES", "all_handlers"]
@@ -61,6 +62,7 @@ HANDLER_MODULES = (
     consumer_group,
     transactions,
     transaction_admin,
+    write_txn_markers,
 )
 
 
