@@ -154,6 +154,9 @@ class RequestContext:
 # (Or an `EncodedResponse`: a constant answer encoded once.)
 Handle = Callable[[RequestContext, RequestPayload], Awaitable[ResponsePayload | EncodedResponse | None]]
 ErrorResponse = Callable[[RequestContext, RequestPayload, int], ResponsePayload]
+# The ordered part of a request whose answer may wait while the connection's next request starts
+# (Produce: its appends are placed before it returns; the awaitable it returns waits for the disk).
+Start = Callable[[RequestContext, RequestPayload], Awaitable[Awaitable[ResponsePayload | EncodedResponse | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,10 @@ class ApiHandler:
     `handle(ctx, request)` returns the kio response, or None when no response is sent (Produce acks=0).
     `error_response(ctx, request, code)` builds the response that carries one top-level error for every
     part of the request; the connection uses it when `handle` fails unexpectedly (UNKNOWN_SERVER_ERROR).
+    `start(ctx, request)`, when set, is `handle` in two parts: it returns once the request's effects are
+    ordered (what a later request of the connection may not overtake), with an awaitable of the response;
+    the connection then begins its next request while this one's answer waits (a request whose handler
+    has no `start` waits until every earlier one is answered: Kafka's one request at a time).
     """
 
     api_key: int
@@ -171,6 +178,7 @@ class ApiHandler:
     max_version: int
     handle: Handle
     error_response: ErrorResponse | None = None
+    start: Start | None = None
 
     def __post_init__(self) -> None:
         assert 0 <= self.min_version <= self.max_version, (self.name, self.min_version, self.max_version)

@@ -108,12 +108,13 @@ class LogWriter:
             last = (self.queue or self.inflight)[-1]
             await asyncio.wait([last.future])
 
-    async def wait_written(self, offset: int) -> None:
-        """Wait until the append holding `offset`, if still on its way, is answered (a duplicate of it)."""
+    def pending_future(self, offset: int) -> asyncio.Future | None:
+        """The future of the append holding `offset` while it is on its way to the disk (None once it is
+        answered): what a duplicate of it waits for."""
         for pending in (*self.inflight, *self.queue):
             if pending.last_offset >= offset:
-                await asyncio.shield(pending.future)
-                return
+                return pending.future
+        return None
 
     async def drain(self) -> None:
         """Wait until everything queued has been written (or refused)."""

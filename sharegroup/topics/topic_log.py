@@ -38,7 +38,7 @@ import bisect
 import logging
 import os
 from concurrent.futures import Executor
-from typing import Callable, NamedTuple, NoReturn
+from typing import Any, Callable, Generator, NamedTuple, NoReturn
 
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogBatch, LogRead
@@ -72,7 +72,7 @@ from .segment_files import (
     write_file_atomically,
 )
 
-__all__ = ["TopicLog", "AppendResult", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
+__all__ = ["TopicLog", "AppendResult", "AppendWait", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
 
 _logger = logging.getLogger(__name__)
 LOG_START_FILE = "log-start-offset"
@@ -88,6 +88,29 @@ class AppendResult(NamedTuple):
     log_append_time_ms: int
     log_start_offset: int
     duplicate: bool = False
+
+
+class AppendWait:
+    """An append begun (`TopicLog.begin_append`) whose answer may still wait for the disk: awaiting it
+    gives the `AppendResult` once durable, or raises the ShareError that refused the append. `answer` is
+    the result known already (acks=0, a duplicate); `on_its_way` the future of the write to wait for."""
+
+    __slots__ = ("answer", "on_its_way", "log_append_time_ms")
+
+    def __init__(self, answer: AppendResult | None, on_its_way: asyncio.Future | None = None,
+                 log_append_time_ms: int = -1) -> None:
+        assert answer is not None or on_its_way is not None
+        self.answer = answer
+        self.on_its_way = on_its_way
+        self.log_append_time_ms = log_append_time_ms
+
+    def __await__(self) -> Generator[Any, None, AppendResult]:
+        if self.on_its_way is not None:  # shielded: a cancelled waiter never cancels the shared write
+            written: AppendResult = yield from asyncio.shield(self.on_its_way).__await__()
+            if self.answer is None:
+                return written._replace(log_append_time_ms=self.log_append_time_ms)
+        assert self.answer is not None
+        return self.answer
 
 
 class TopicLog:
@@ -251,7 +274,17 @@ class TopicLog:
 
     async def append(self, records: bytes | bytearray | memoryview, *, now_ms: int, acks: int = -1,
                      max_batches: int | None = 1) -> AppendResult:
-        """Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
+        """`begin_append`, then wait for its answer (durable, for acks -1 and 1)."""
+        return await (await self.begin_append(records, now_ms=now_ms, acks=acks, max_batches=max_batches))
+
+    async def begin_append(self, records: bytes | bytearray | memoryview, *, now_ms: int, acks: int = -1,
+                           max_batches: int | None = 1) -> AppendWait:
+        """The ordered part of an append: check the batches, assign their offsets and queue them for the
+        disk; returns the `AppendWait` to await for the answer (durable, for acks -1 and 1). An append
+        begun after this one is placed after it, whether or not this one's answer was awaited (a
+        connection pipelining its Produce requests relies on that).
+
+        Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
         carries (`max_batches`: how many the caller allows; None for any number). `now_ms` is the broker's
         clock, which the record timestamps must lie near (the topic's `message.timestamp.before.max.ms` /
         `.after.max.ms`; else RecordValidationError, INVALID_TIMESTAMP); on a LogAppendTime topic it is
@@ -283,9 +316,10 @@ class TopicLog:
             offset += h.last_offset_delta + 1
         duplicate, updates = self._producers.check(headers, bases)
         if duplicate is not None:
-            if acks != 0:
-                await self._wait_published(duplicate.last_offset)
-            return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self._start, True)
+            answer = AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self._start, True)
+            on_its_way = None if acks == 0 or duplicate.last_offset < self._end else \
+                self._writer.pending_future(duplicate.last_offset)
+            return AppendWait(answer, on_its_way)
         data = bytearray(records)
         pos = 0
         assigned = []
@@ -300,9 +334,8 @@ class TopicLog:
         self._producers.apply(updates)
         if acks == 0:
             pending.future.add_done_callback(retrieve)
-            return AppendResult(bases[0], assigned[-1].last_offset, append_time_ms, self._start)
-        result: AppendResult = await asyncio.shield(pending.future)
-        return result._replace(log_append_time_ms=append_time_ms)
+            return AppendWait(AppendResult(bases[0], assigned[-1].last_offset, append_time_ms, self._start))
+        return AppendWait(None, pending.future, append_time_ms)
 
     async def write_transaction_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
                                        coordinator_epoch: int = 0, timestamp_ms: int = 0) -> AppendResult:
@@ -330,11 +363,6 @@ class TopicLog:
         if self._closed:
             raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.directory}: the log is closed")
         self.log_dir.check_writable()
-
-    async def _wait_published(self, offset: int) -> None:
-        """Wait until `offset` is published (a duplicate of a batch still on its way to the disk)."""
-        if offset >= self._end:
-            await self._writer.wait_written(offset)
 
     def _enqueue(self, data: bytearray, headers: list[BatchHeader], control_types: list[int | None],
                  producers_before: dict[int, ProducerEntry | None]) -> PendingAppend:
