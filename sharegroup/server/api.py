@@ -15,7 +15,7 @@ security settings, configs, metrics, codec).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Generator, Iterable, Protocol
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
@@ -28,8 +28,8 @@ from .topic_admin import TopicAdmin
 from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics
 
-__all__ = ["ApiHandler", "BrokerView", "CloseConnection", "DelayedClose", "HandlerRegistry", "RequestContext",
-           "SessionExpired"]
+__all__ = ["ApiHandler", "BrokerView", "CloseConnection", "DelayedClose", "HandlerRegistry", "Later", "Ready",
+           "RequestContext", "SessionExpired"]
 
 
 # -- the exceptions that cross the server (raised by handlers and the SASL gate, handled by the connection) --
@@ -57,6 +57,36 @@ class DelayedClose(CloseConnection):
 class SessionExpired(CloseConnection):
     """A request other than a re-authentication on a connection whose SASL session lifetime has run out
     (the connection counts it among the expired connections killed)."""
+
+
+# -- answers that wait (a Produce's start returns one; the connection queues them in request order) ----
+
+
+class Later:
+    """An awaitable that calls `fn(*args)` only when awaited: dropped unawaited (its connection closed
+    first), it leaves no coroutine behind that was never awaited."""
+
+    __slots__ = ("_fn", "_args")
+
+    def __init__(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        self._fn = fn
+        self._args = args
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return (yield from self._fn(*self._args).__await__())
+
+
+class Ready:
+    """An answer known already, as an awaitable."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.value
+        yield  # a generator: awaiting it never suspends
 
 
 # -- what handlers and the connection see of the broker ----------------------------------------------

@@ -47,11 +47,11 @@ import functools
 import itertools
 import logging
 import time
-from typing import Any, Awaitable, TypeVar
+from typing import Any, Awaitable
 
 from kio.schema.errors import ErrorCode
 
-from .api import ApiHandler, BrokerView, CloseConnection, RequestContext, SessionExpired
+from .api import ApiHandler, BrokerView, CloseConnection, Later, Ready, RequestContext, SessionExpired
 from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
 from .security.listeners import Listener
@@ -70,12 +70,6 @@ SEND_BUFFER_HIGH_BYTES = 64 * 1024  # the transport's write-buffer high-water ma
 BODY_CHUNK_BYTES = 64 * 1024  # a request body above this is read in pieces of at most this
 _CLOSE = object()
 _connection_index = itertools.count()  # makes connection ids unique even when a client port is reused
-_T = TypeVar("_T")
-
-
-async def _ready(value: _T) -> _T:
-    """An answer that is ready."""
-    return value
 
 
 class Connection:
@@ -291,7 +285,7 @@ class Connection:
             try:
                 if self.sasl is not None and self.sasl.wants(frame):
                     await self._answered()
-                    answer: Any = _ready(await self.sasl.receive(frame))
+                    answer: Any = Ready(await self.sasl.receive(frame))
                     self.principal = self.sasl.principal or self.principal
                 else:
                     answer = await self._begin(frame)
@@ -333,11 +327,10 @@ class Connection:
             await self._all_answered.wait()
 
     def _discard_answers(self) -> None:
-        """Close the answers nobody will await (the connection ended first)."""
+        """Drop the answers nobody will await (the connection ended first; their appends, queued
+        already, still become durable)."""
         while not self._answers.empty():
-            answer = self._answers.get_nowait()
-            if asyncio.iscoroutine(answer):
-                answer.close()
+            self._answers.get_nowait()
 
     async def _close_for(self, exc: CloseConnection) -> None:
         """Close for `exc`: after its delay (muted meanwhile: nothing else of this connection is handled)
@@ -369,7 +362,7 @@ class Connection:
         ctx = self._context(header)
         if handler is None:
             if key == API_VERSIONS_KEY:
-                return _ready(encode_response(header.correlation_id, self._unsupported_api_versions()))
+                return Ready(encode_response(header.correlation_id, self._unsupported_api_versions()))
             raise CloseConnection(f"API key {key} version {version} is not served")
         cls = request_class(key, version)
         if cls is None:  # advertised but unknown to kio: cannot happen (the registry checks), but never crash
@@ -381,7 +374,7 @@ class Connection:
         started = time.perf_counter()
         if handler.start is None:
             await self._answered()
-            return _ready(await self._finish(handler, ctx, request, handler.handle(ctx, request), started))
+            return Ready(await self._finish(handler, ctx, request, handler.handle(ctx, request), started))
         try:
             response = await handler.start(ctx, request)
         except (asyncio.CancelledError, CloseConnection):  # CloseConnection: a request Kafka refuses to parse
@@ -389,7 +382,7 @@ class Connection:
         except Exception:
             log.exception("%s v%d from %s failed", handler.name, version, self.peer)
             response = self._failed(handler, ctx, request)
-        return self._finish(handler, ctx, request, response, started)
+        return Later(self._finish, handler, ctx, request, response, started)
 
     async def _finish(self, handler: ApiHandler, ctx: RequestContext, request: Any, response: Awaitable[Any],
                       started: float) -> bytes | None:
@@ -409,7 +402,7 @@ class Connection:
     def _failed(handler: ApiHandler, ctx: RequestContext, request: Any) -> Awaitable[Any]:
         if handler.error_response is None:
             raise CloseConnection(f"{handler.name} failed") from None
-        return _ready(handler.error_response(ctx, request, ErrorCode.unknown_server_error))
+        return Ready(handler.error_response(ctx, request, ErrorCode.unknown_server_error))
 
     def _context(self, header: Any) -> RequestContext:
         return RequestContext(self.broker, header.request_api_key, header.request_api_version, header.correlation_id,

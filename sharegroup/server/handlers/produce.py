@@ -36,7 +36,7 @@ from typing import Any, Awaitable
 from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
-from ..api import ApiHandler, CloseConnection, RequestContext
+from ..api import ApiHandler, CloseConnection, Later, Ready, RequestContext
 from ..authorization import AclOperation, ResourceType
 from ...topics.record_batch import RecordValidationError
 from ...topics.topic_store import AppendWait
@@ -135,7 +135,7 @@ async def start(ctx: RequestContext, request: Any) -> Awaitable[Any]:
     if any(_has_transactional_batches(p.records) for t in request.topic_data for p in t.partition_data) and (
             transactional_id is None
             or not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
-        return _ready(error_response(ctx, request, ErrorCode.transactional_id_authorization_failed))
+        return Ready(error_response(ctx, request, ErrorCode.transactional_id_authorization_failed))
     allowed = {name: ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name)
                for name in {t.name for t in request.topic_data}}
     begun: list[tuple[str, list[Any]]] = []
@@ -160,10 +160,9 @@ async def start(ctx: RequestContext, request: Any) -> Awaitable[Any]:
                 else:
                     parts.append(await _begin_one(ctx, topic, p.index, p.records, acks))
         begun.append((name, parts))
-    answer = _finish(ctx, acks, begun)
     if acks == 0:  # nothing waits for the disk: a failure closes the connection before the next request
-        return _ready(await answer)
-    return answer
+        return Ready(await _finish(ctx, acks, begun))
+    return Later(_finish, ctx, acks, begun)
 
 
 async def _finish(ctx: RequestContext, acks: int, begun: list[tuple[str, list[Any]]]) -> Any:
@@ -175,10 +174,6 @@ async def _finish(ctx: RequestContext, acks: int, begun: list[tuple[str, list[An
             raise CloseConnection("a Produce with acks=0 failed: closing, as Kafka does, so the client notices")
         return None
     return ctx.response({"responses": responses, "throttle_time": 0})
-
-
-async def _ready(response: Any) -> Any:
-    return response
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
