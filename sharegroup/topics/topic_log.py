@@ -332,8 +332,8 @@ class TopicLog:
         before = {pid: self._producers.entry(pid) for pid in updates}
         pending = self._enqueue(data, assigned, [None] * len(assigned), before)
         self._producers.apply(updates)
+        pending.future.add_done_callback(retrieve)  # a refusal nobody awaits (acks=0, a closed connection) is seen
         if acks == 0:
-            pending.future.add_done_callback(retrieve)
             return AppendWait(AppendResult(bases[0], assigned[-1].last_offset, append_time_ms, self._start))
         return AppendWait(None, pending.future, append_time_ms)
 
