@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from bench_e2e import _SPAWN, MockPeer, ServePeer, Unavailable, _kafka
 
-FULL_SECONDS = 5.0
+FULL_SECONDS = 3.0
 SMOKE_SECONDS = 0.3
 TIMEOUT_S = 60.0
 MARKER = b"marker"
