@@ -1,7 +1,8 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
 A reader task reads frames ahead (pipelining), a processor starts them one at a time, in order, and a
-responder writes the answers in the same order. The processor decodes the header and body with kio and
+responder writes the answers in the same order (an answer ready with none before it pending is written
+by the processor at once). The processor decodes the header and body with kio and
 runs the handler. A Produce (a handler with `start`, api.py) is started: its appends are checked and
 placed in order, and while its fsync is in flight the processor goes on to the next request, so a
 producer's pipelined requests share the disk's fsyncs (group commit) instead of waiting for each
@@ -292,6 +293,9 @@ class Connection:
             except CloseConnection as exc:
                 self._answers.put_nowait(exc)
                 return
+            if isinstance(answer, Ready) and not self._unanswered:  # nothing before it: out at once
+                await self._deliver(answer.value)
+                continue
             self._unanswered += 1
             self._answers.put_nowait(answer)
 
@@ -309,16 +313,20 @@ class Connection:
             except CloseConnection as exc:
                 await self._close_for(exc)
                 return
-            if out is not None:
-                self.writer.write(out)
-                self.broker.metrics.bytes_out.inc(len(out))
-                await self.writer.drain()  # waits while the send buffer is over SEND_BUFFER_HIGH_BYTES
-            self.requests_handled += 1
-            self._in_flight -= 1
+            await self._deliver(out)
             self._unanswered -= 1
             if not self._unanswered:
                 self._all_answered.set()
-            self._progress.set()
+
+    async def _deliver(self, out: bytes | None) -> None:
+        """Write one answer (None: a request without a response) and count the request answered."""
+        if out is not None:
+            self.writer.write(out)
+            self.broker.metrics.bytes_out.inc(len(out))
+            await self.writer.drain()  # waits while the send buffer is over SEND_BUFFER_HIGH_BYTES
+        self.requests_handled += 1
+        self._in_flight -= 1
+        self._progress.set()
 
     async def _answered(self) -> None:
         """Wait until every request started before is answered (its response written)."""
