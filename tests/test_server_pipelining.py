@@ -200,3 +200,31 @@ def test_another_request_behind_a_produce_is_answered_after_it(gated):
     assert (cid, metadata.controller_id) == (2, 1)
     assert _partition_answer(client) == (3, ErrorCode.none, 2 * RECORDS_PER_BATCH)
     client.close()
+
+
+def test_a_produce_places_every_partition_before_it_waits(gated):
+    """A Produce to two partitions places both appends before either is durable (they share the fsync
+    round trip instead of taking one each), and answers both once the disk does."""
+    b, gate, _topic_id = gated
+    info = b.call(b.store.create_topic("u", 2))
+    client = RawClient(b.broker.port)
+    gate.arm()
+    body = build(load_request_schema(PRODUCE, 9), {
+        "transactional_id": None, "acks": -1, "timeout": datetime.timedelta(seconds=5),
+        "topic_data": [{"name": "u", "partition_data": [{"index": 0, "records": BATCH},
+                                                         {"index": 1, "records": BATCH}]}]})
+    client.send_raw(client.frame(PRODUCE, 9, body))
+
+    def placed(partition: int) -> int:
+        async def read() -> int:
+            return b.store.partition_log(info.topic_id, partition).stats()["queued_bytes"] // len(BATCH)
+
+        return b.call(read())
+
+    wait_until(lambda: gate.entered.is_set() and placed(0) == 1 and placed(1) == 1, "both partitions placed")
+    assert _nothing_to_read(client)
+    gate.open()
+    cid, answer = _read(client, PRODUCE, 9)
+    parts = sorted((p.index, p.error_code, p.base_offset) for p in answer.responses[0].partition_responses)
+    assert (cid, parts) == (1, [(0, ErrorCode.none, 0), (1, ErrorCode.none, 0)])
+    client.close()
