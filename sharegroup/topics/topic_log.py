@@ -38,14 +38,14 @@ import bisect
 import logging
 import os
 from concurrent.futures import Executor
-from typing import Any, Callable, Generator, NamedTuple, NoReturn
+from typing import Callable, NoReturn
 
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogBatch, LogRead
 
 from .log_config import LogConfig
 from .log_dir import LogDir
-from .log_writer import MAX_QUEUED_BYTES, LogWriter, PendingAppend, retrieve
+from .log_writer import MAX_QUEUED_BYTES, AppendResult, AppendWait, LogWriter, PendingAppend, retrieve
 from .producer_state import ProducerEntry, ProducerStateManager, TransactionIndex
 from .record_batch import (
     CONTROL_ABORT,
@@ -77,40 +77,6 @@ __all__ = ["TopicLog", "AppendResult", "AppendWait", "LOG_START_FILE", "MAX_QUEU
 _logger = logging.getLogger(__name__)
 LOG_START_FILE = "log-start-offset"
 PARTITION_LEADER_EPOCH = 0  # the one leader epoch of this single node's partitions
-
-
-class AppendResult(NamedTuple):
-    """Answer to one append: the offsets the batches got (the original ones for a duplicate), the
-    log-append time (-1: CreateTime topics), the log start offset, and whether it was a duplicate."""
-
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    duplicate: bool = False
-
-
-class AppendWait:
-    """An append begun (`TopicLog.begin_append`) whose answer may still wait for the disk: awaiting it
-    gives the `AppendResult` once durable, or raises the ShareError that refused the append. `answer` is
-    the result known already (acks=0, a duplicate); `on_its_way` the future of the write to wait for."""
-
-    __slots__ = ("answer", "on_its_way", "log_append_time_ms")
-
-    def __init__(self, answer: AppendResult | None, on_its_way: asyncio.Future | None = None,
-                 log_append_time_ms: int = -1) -> None:
-        assert answer is not None or on_its_way is not None
-        self.answer = answer
-        self.on_its_way = on_its_way
-        self.log_append_time_ms = log_append_time_ms
-
-    def __await__(self) -> Generator[Any, None, AppendResult]:
-        if self.on_its_way is not None:  # shielded: a cancelled waiter never cancels the shared write
-            written: AppendResult = yield from asyncio.shield(self.on_its_way).__await__()
-            if self.answer is None:
-                return written._replace(log_append_time_ms=self.log_append_time_ms)
-        assert self.answer is not None
-        return self.answer
 
 
 class TopicLog:

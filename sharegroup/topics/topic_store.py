@@ -18,7 +18,7 @@ Interface (what the wire layer calls)::
     await store.auto_create_topic(name)     -> TopicInfo | None (None when auto-creation is off)
     await store.delete_topic(name)          -> TopicInfo (UNKNOWN_TOPIC_OR_PARTITION when absent)
     await store.append(topic_id, partition, records, *, acks, max_batches=1) -> AppendResult
-    await store.begin_append(...same...)  -> AppendWait (queued; await it for the AppendResult)
+    await store.begin_append(...)  -> AppendWait (placed and queued; awaited: the AppendResult)
     store.init_producer_id(transactional_id=None, producer_id=-1, producer_epoch=-1) -> (id, epoch)
     store.subscribe(listener)   # listener(topic_id, partition, log_end_offset) after every publish
     PartitionLogs: has_partition, log_start_offset, log_end_offset, last_stable_offset, read, offset_for
@@ -487,10 +487,8 @@ class TopicStore:
 
     async def begin_append(self, topic_id: uuid.UUID, partition: int, records: bytes | bytearray | memoryview, *,
                            acks: int, max_batches: int | None = 1) -> AppendWait:
-        """The ordered part of `append` (TopicLog.begin_append): the records are checked, placed and
-        queued for the disk when it returns; await the `AppendWait` for the answer. A Produce handler
-        begins every partition's append before it waits for any, and a connection may begin its next
-        Produce while this one's fsync is in flight."""
+        """The ordered part of `append` (TopicLog.begin_append): checked, placed and queued for the disk
+        when it returns; await the `AppendWait` for the answer."""
         if acks not in (-1, 0, 1):
             raise ShareError(Errors.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks!r}")
         return await self._log(topic_id, partition).begin_append(records, now_ms=self._clock.now_ms(), acks=acks,
