@@ -46,6 +46,7 @@ TOPIC_STORE = "bench/bench_topic_store.py::"
 KAFKA_LOG = "bench/bench_kafka_log.py::test_durable_writes_and_recovery_kafka_vs_segment_log"
 AUDIT = "bench/bench_audit.py::test_audit_throughput_spark_vs_single_process_python"
 E2E = "bench/bench_e2e.py::test_e2e_serve_vs_mock"
+LATENCY = "bench/bench_latency.py::test_latency_serve_vs_mock"
 SECURITY = "bench/bench_security.py::test_share_consume_sasl_ssl_vs_plaintext"
 SOAK = "bench/bench_soak.py::test_soak_serve_state_stays_bounded"
 TRANSACTIONS = "bench/bench_transactions.py::test_transactional_vs_idempotent_producer"
@@ -223,6 +224,43 @@ def block_e2e(run: Run) -> list[str]:
               f"{count(run.extra(first, 'records'))} records of {run.extra(first, 'record_bytes')} B per run, best "
               f"of {run.extra(first, 'rounds')} alternated runs per peer (every run's rate is in the JSON). "
               + run.stamp()]
+    return lines
+
+
+# row of bench_latency -> (label, quantiles shown, target: (quantile, bound ms, text) or None, below the mock's p99)
+LATENCY_ROWS: dict[str, tuple[str, tuple[int, ...], tuple[int, float, str] | None, bool]] = {
+    "produce-idempotent-100": ("one record, idempotent acks=all, 100 records/s: delivery report", (50, 99),
+                               (50, 2.0, "p50 ≤ 2 ms"), False),
+    "produce-idempotent-2000": ("idempotent acks=all, 2,000 records/s, linger.ms=0: delivery report", (50, 99),
+                                (99, 20.0, "p99 ≤ 20 ms"), False),
+    "produce-acks1-2000": ("acks=1, 2,000 requests/s on one connection, linger.ms=0: delivery report", (50, 99),
+                           (99, 20.0, "p99 ≤ 20 ms"), False),
+    "delivery-2000": ("produce → ShareConsumer delivery, 2,000 records/s (3 partitions, 3 consumers)", (50, 99),
+                      (99, 20.0, "p99 ≤ 20 ms"), True),
+    "delivery-20000": ("the same at 20,000 records/s", (50, 99), (99, 30.0, "p99 ≤ 30 ms"), True),
+    "commit-sync": ("commit_sync after acknowledging a batch of 10", (50, 99), (50, 2.0, "p50 ≤ 2 ms"), False),
+    "release-redelivery": ("redelivery after RELEASE (median)", (50,), (50, 2.0, "median ≤ 2 ms"), False),
+}
+
+
+def block_latency(run: Run) -> list[str]:
+    rows = []
+    first = f"{LATENCY}[{next(iter(LATENCY_ROWS))}]"
+    for row, (label, quantiles, target, below_mock) in LATENCY_ROWS.items():
+        name = f"{LATENCY}[{row}]"
+        x = lambda key: run.extra(name, key)  # noqa: E731
+        shown = {peer: " / ".join(f"{x(f'{peer}_p{q}_ms'):.2f}" for q in quantiles) for peer in ("serve", "mock")}
+        checks = []
+        if target is not None:
+            q, bound, text = target
+            checks.append(meets(x(f"serve_p{q}_ms"), "<=", bound, text))
+        if below_mock:
+            checks.append(meets(x("serve_p99_ms"), "<=", x("mock_p99_ms"), "below the mock's p99"))
+        delivered = " / ".join(f"{x(f'{peer}_delivered') / x(f'{peer}_expected'):.0%}" for peer in ("serve", "mock"))
+        rows.append([label, f"**{shown['serve']} ms**", f"{shown['mock']} ms", "; ".join(checks), delivered])
+    lines = table(["latency (p50 / p99)", "serve", "librdkafka mock", "target", "delivered (serve / mock)"], rows)
+    lines += ["", f"{num(run.extra(first, 'seconds'))} s of traffic per run, {run.extra(first, 'rounds')} alternated "
+              "runs per peer, percentiles of the runs pooled. " + run.stamp()]
     return lines
 
 
@@ -512,6 +550,7 @@ def block_soak(run: Run) -> list[str]:
 BLOCKS: dict[str, Callable[[Run], list[str]]] = {
     "run": block_run,
     "e2e": block_e2e,
+    "latency": block_latency,
     "security": block_security,
     "transactions": block_transactions,
     "tracker": block_tracker,

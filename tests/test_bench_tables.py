@@ -256,6 +256,12 @@ def full_run() -> dict:
                      transactions_of_100_over_idempotent=0.072, transactions_of_1000_records_per_s=125_000,
                      transactions_of_1000_over_idempotent=0.5))
     out.append(soak_bench())
+    for i, row in enumerate(readme_tables.LATENCY_ROWS):
+        extra = {"row": row, "seconds": 5.0, "rounds": 2}
+        for peer, scale in (("serve", 1.0), ("mock", 3.0)):
+            extra.update({f"{peer}_p50_ms": scale * (1.5 + i), f"{peer}_p99_ms": scale * (9.0 + i),
+                          f"{peer}_delivered": 10_000, f"{peer}_expected": 10_000})
+        out.append(bench(f"{readme_tables.LATENCY}[{row}]", 20.0, **extra))
     return run_json(*out)
 
 
@@ -319,6 +325,11 @@ def test_every_block_renders_from_a_run_of_every_benchmark():
     assert row_a.split("|")[5].strip().startswith("broker")  # the retired throughput target is not shown
     assert "SASL_SSL (TLS, SCRAM-SHA-512) **874,995** vs PLAINTEXT **826,127 records/s**, **1.06×**" in text
     assert "| transactional, 100 records per transaction | **18,000** | 0.072× |" in text
+    assert ("| one record, idempotent acks=all, 100 records/s: delivery report | **1.50 / 9.00 ms** | 4.50 / 27.00 ms "
+            "| p50 ≤ 2 ms ✅ | 100% / 100% |") in text
+    assert ("| the same at 20,000 records/s | **5.50 / 13.00 ms** | 16.50 / 39.00 ms | p99 ≤ 30 ms ✅; below the "
+            "mock's p99 ✅ |") in text
+    assert "| redelivery after RELEASE (median) | **7.50 ms** | 22.50 ms | median ≤ 2 ms ❌ |" in text
     assert "| write latency p99 with 8 writers | 3.80× one fsync |  |" in text
     assert "| recovery after pruning | replays 100,000 records" in text and "| bounded ✅ |" in text
     assert "warm session (median of 3: 8.14, 8.32, 9.09 s)" in text

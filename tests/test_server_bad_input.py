@@ -136,10 +136,20 @@ async def _disk_on_fire(topic_id, partition, records, *, acks):
     raise RuntimeError("disk on fire")
 
 
-def test_a_handler_failure_answers_unknown_server_error_and_keeps_serving(tmp_path, caplog, monkeypatch):
+async def _disk_on_fire_later(topic_id, partition, records, *, acks):
+    async def answer():
+        raise RuntimeError("disk on fire")
+    return answer()
+
+
+@pytest.mark.parametrize("begin_append", [_disk_on_fire, _disk_on_fire_later], ids=["placing", "waiting"])
+def test_a_handler_failure_answers_unknown_server_error_and_keeps_serving(tmp_path, caplog, monkeypatch,
+                                                                         begin_append):
+    """A Produce that fails unexpectedly, while its appends are placed or while its answer waits for the
+    disk, is answered UNKNOWN_SERVER_ERROR (logged) and the connection goes on."""
     caplog.set_level(logging.ERROR, logger="sharegroup.server")
     b = BrokerThread(tmp_path)
-    monkeypatch.setattr(b.store, "append", _disk_on_fire)  # the store fails every append
+    monkeypatch.setattr(b.store, "begin_append", begin_append)  # the store fails every append
     try:
         from kio.index import load_request_schema
 

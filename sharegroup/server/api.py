@@ -15,7 +15,7 @@ security settings, configs, metrics, codec).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Generator, Iterable, Protocol
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
@@ -29,8 +29,8 @@ from .transactions import TransactionServices
 from ..topics.topic_store import TopicStore
 from .wire_metrics import WireMetrics
 
-__all__ = ["ApiHandler", "BrokerView", "CloseConnection", "DelayedClose", "HandlerRegistry", "RequestContext",
-           "SessionExpired"]
+__all__ = ["ApiHandler", "BrokerView", "CloseConnection", "DelayedClose", "HandlerRegistry", "Later", "Ready",
+           "RequestContext", "SessionExpired"]
 
 
 # -- the exceptions that cross the server (raised by handlers and the SASL gate, handled by the connection) --
@@ -58,6 +58,36 @@ class DelayedClose(CloseConnection):
 class SessionExpired(CloseConnection):
     """A request other than a re-authentication on a connection whose SASL session lifetime has run out
     (the connection counts it among the expired connections killed)."""
+
+
+# -- answers that wait (a Produce's start returns one; the connection queues them in request order) ----
+
+
+class Later:
+    """An awaitable that calls `fn(*args)` only when awaited: dropped unawaited (its connection closed
+    first), it leaves no coroutine behind that was never awaited."""
+
+    __slots__ = ("_fn", "_args")
+
+    def __init__(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        self._fn = fn
+        self._args = args
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return (yield from self._fn(*self._args).__await__())
+
+
+class Ready:
+    """An answer known already, as an awaitable."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.value
+        yield  # a generator: awaiting it never suspends
 
 
 # -- what handlers and the connection see of the broker ----------------------------------------------
@@ -156,6 +186,9 @@ class RequestContext:
 # (Or an `EncodedResponse`: a constant answer encoded once.)
 Handle = Callable[[RequestContext, RequestPayload], Awaitable[ResponsePayload | EncodedResponse | None]]
 ErrorResponse = Callable[[RequestContext, RequestPayload, int], ResponsePayload]
+# The ordered part of a request whose answer may wait while the connection's next request starts
+# (Produce: its appends are placed before it returns; the awaitable it returns waits for the disk).
+Start = Callable[[RequestContext, RequestPayload], Awaitable[Awaitable[ResponsePayload | EncodedResponse | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +198,10 @@ class ApiHandler:
     `handle(ctx, request)` returns the kio response, or None when no response is sent (Produce acks=0).
     `error_response(ctx, request, code)` builds the response that carries one top-level error for every
     part of the request; the connection uses it when `handle` fails unexpectedly (UNKNOWN_SERVER_ERROR).
+    `start(ctx, request)`, when set, is `handle` in two parts: it returns once the request's effects are
+    ordered (what a later request of the connection may not overtake), with an awaitable of the response;
+    the connection then begins its next request while this one's answer waits (a request whose handler
+    has no `start` waits until every earlier one is answered: Kafka's one request at a time).
     """
 
     api_key: int
@@ -173,6 +210,7 @@ class ApiHandler:
     max_version: int
     handle: Handle
     error_response: ErrorResponse | None = None
+    start: Start | None = None
 
     def __post_init__(self) -> None:
         assert 0 <= self.min_version <= self.max_version, (self.name, self.min_version, self.max_version)

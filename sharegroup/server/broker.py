@@ -213,8 +213,7 @@ class Broker:
 
     def count_request(self, api_name: str, latency_s: float) -> None:
         self.request_counts[api_name] += 1
-        self.metrics.requests.labels(api_name).inc()
-        self.metrics.request_latency_seconds.labels(api_name).observe(latency_s)
+        self.metrics.count_request(api_name, latency_s)
 
     async def close(self) -> None:
         """Stop accepting, end every connection, close the store (pending writes made durable)."""

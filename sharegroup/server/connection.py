@@ -1,15 +1,23 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
-A reader task reads frames ahead (pipelining) and a processor handles them one at a time, in order:
-it decodes the header and body with kio, runs the handler and writes the response before it takes the
-next frame. So responses come back in the order the requests were sent and appends of one producer stay
-in order. Other connections are independent tasks. A request with more of its connection's requests
-waiting behind it first takes a turn (`turns.PipelineTurns`, one per pass of the event loop among all
-pipelining connections), so clients that pipeline cannot crowd out one that sends a request at a time.
+A reader task reads frames ahead (pipelining), a processor starts them one at a time, in order, and a
+responder writes the answers in the same order (an answer ready with none before it pending is written
+by the processor at once). The processor decodes the header and body with kio and
+runs the handler. A Produce (a handler with `start`, api.py) is started: its appends are checked and
+placed in order, and while its fsync is in flight the processor goes on to the next request, so a
+producer's pipelined requests share the disk's fsyncs (group commit) instead of waiting for each
+other; its answer is written once the appends are durable, after every earlier answer. Any other
+request first waits until every earlier one is answered, then is handled whole, as Kafka handles one
+request of a connection at a time. So responses come back in the order the requests were sent, appends
+of one producer stay in order, and nothing is acknowledged before it is durable. Other connections are
+independent tasks. A request with more of its connection's requests waiting behind it first takes a
+turn (`turns.PipelineTurns`, one per pass of the event loop among all pipelining connections), so
+clients that pipeline cannot crowd out one that sends a request at a time.
 
 Limits (Kafka's socket server mutes a channel while its one request is in flight; this broker allows a
 few, in order):
-- at most `MAX_IN_FLIGHT_REQUESTS` requests read and not yet answered: the reader stops reading while
+- at most `MAX_IN_FLIGHT_REQUESTS` requests read and not yet answered (so at most that many Produce
+  requests overlap): the reader stops reading while
   that many are pending, or while the transport's send buffer holds more than `SEND_BUFFER_HIGH_BYTES`
   (asyncio's write flow control: a response waits in `drain()` until the client reads). Unread, the
   socket's bytes stay in the kernel and TCP stops the client sending. So a client that pipelines and
@@ -40,11 +48,11 @@ import functools
 import itertools
 import logging
 import time
-from typing import Any
+from typing import Any, Awaitable
 
 from kio.schema.errors import ErrorCode
 
-from .api import BrokerView, CloseConnection, DelayedClose, RequestContext, SessionExpired
+from .api import ApiHandler, BrokerView, CloseConnection, DelayedClose, Later, Ready, RequestContext, SessionExpired
 from .authorization import ANONYMOUS
 from .codec import API_VERSIONS_KEY, DecodeFailure, decode_body, decode_header, encode_response, request_class
 from .security.listeners import Listener
@@ -86,6 +94,9 @@ class Connection:
         self._queued_bytes = 0  # bodies read ahead and not yet taken by the processor
         self._in_flight = 0  # requests read and not yet answered (queued, being handled, or being sent)
         self._progress = asyncio.Event()  # set when a request is taken or answered: room to read may be back
+        self._answers: asyncio.Queue[Any] = asyncio.Queue()  # answers in request order (bounded like _frames)
+        self._unanswered = 0  # requests started and not yet answered
+        self._all_answered = asyncio.Event()  # set when _unanswered drops to 0
         self.requests_handled = 0
         self.max_in_flight = 0  # the most requests this connection had in flight at once
         self.reads_paused = 0  # times reading stopped for want of room (requests in flight, send buffer)
@@ -106,18 +117,26 @@ class Connection:
 
     async def serve(self) -> None:
         reader_task = asyncio.create_task(self._read_frames(), name=f"read {self.peer}")
+        processor = asyncio.create_task(self._process(), name=f"process {self.peer}")
+        responder = asyncio.create_task(self._respond(), name=f"respond {self.peer}")
         try:
-            await self._process()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            done, _ = await asyncio.wait((processor, responder), return_when=asyncio.FIRST_COMPLETED)
+            if processor in done and processor.exception() is None:
+                await responder  # the processor stopped (a close): the answers before it go out first
         finally:
-            reader_task.cancel()
-            await asyncio.gather(reader_task, return_exceptions=True)
+            for task in (reader_task, processor, responder):
+                task.cancel()
+            outcomes = await asyncio.gather(reader_task, processor, responder, return_exceptions=True)
+            self._discard_answers()
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # the broker stops: unsent responses are dropped
                 self.writer.transport.abort()
             else:
                 await self._close_transport()
+            for outcome in outcomes:  # a bug, not the client leaving: let the broker log it
+                if isinstance(outcome, Exception) and not isinstance(
+                        outcome, (ConnectionError, asyncio.IncompleteReadError)):
+                    raise outcome
 
     async def _close_transport(self) -> None:
         """Close after the responses written so far are sent; abort when the client does not take them
@@ -249,12 +268,15 @@ class Connection:
     # -- handling -----------------------------------------------------------------------------------
 
     async def _process(self) -> None:
+        """Start the requests in order; each one's answer (an awaitable of its response frame) goes to the
+        responder. Ends at the close marker or a request that closes the connection."""
         while True:
             frame = await self._frames.get()
             if frame is _CLOSE:
+                self._answers.put_nowait(_CLOSE)
                 return
             if isinstance(frame, CloseConnection):  # the reader refused a frame (a failed SASL login)
-                await self._close_for(frame)
+                self._answers.put_nowait(frame)
                 return
             self._queued_bytes -= len(frame)
             self._progress.set()
@@ -263,20 +285,60 @@ class Connection:
                 await self._turns.take()
             try:
                 if self.sasl is not None and self.sasl.wants(frame):
-                    out = await self.sasl.receive(frame)
+                    await self._answered()
+                    answer: Any = Ready(await self.sasl.receive(frame))
                     self.principal = self.sasl.principal or self.principal
                 else:
-                    out = await self._handle(frame)
+                    answer = await self._begin(frame)
+            except CloseConnection as exc:
+                self._answers.put_nowait(exc)
+                return
+            if isinstance(answer, Ready) and not self._unanswered:  # nothing before it: out at once
+                await self._deliver(answer.value)
+                continue
+            self._unanswered += 1
+            self._answers.put_nowait(answer)
+
+    async def _respond(self) -> None:
+        """Write the answers in request order, each once it is ready; close when the processor says so."""
+        while True:
+            answer = await self._answers.get()
+            if answer is _CLOSE:
+                return
+            if isinstance(answer, CloseConnection):
+                await self._close_for(answer)
+                return
+            try:
+                out = await answer
             except CloseConnection as exc:
                 await self._close_for(exc)
                 return
-            if out is not None:
-                self.writer.write(out)
-                self.broker.metrics.bytes_out.inc(len(out))
-                await self.writer.drain()  # waits while the send buffer is over SEND_BUFFER_HIGH_BYTES
-            self.requests_handled += 1
-            self._in_flight -= 1
-            self._progress.set()
+            await self._deliver(out)
+            self._unanswered -= 1
+            if not self._unanswered:
+                self._all_answered.set()
+
+    async def _deliver(self, out: bytes | None) -> None:
+        """Write one answer (None: a request without a response) and count the request answered."""
+        if out is not None:
+            self.writer.write(out)
+            self.broker.metrics.bytes_out.inc(len(out))
+            await self.writer.drain()  # waits while the send buffer is over SEND_BUFFER_HIGH_BYTES
+        self.requests_handled += 1
+        self._in_flight -= 1
+        self._progress.set()
+
+    async def _answered(self) -> None:
+        """Wait until every request started before is answered (its response written)."""
+        while self._unanswered:
+            self._all_answered.clear()
+            await self._all_answered.wait()
+
+    def _discard_answers(self) -> None:
+        """Drop the answers nobody will await (the connection ended first; their appends, queued
+        already, still become durable)."""
+        while not self._answers.empty():
+            self._answers.get_nowait()
 
     async def _close_for(self, exc: CloseConnection) -> None:
         """Close for `exc`: after its delay (muted meanwhile: nothing else of this connection is handled)
@@ -300,6 +362,12 @@ class Connection:
             await self.writer.drain()
 
     async def _handle(self, frame: bytes) -> bytes | None:
+        """Handle one request whole: its response frame (None: no response)."""
+        return await (await self._begin(frame))
+
+    async def _begin(self, frame: bytes) -> Awaitable[bytes | None]:
+        """Decode a request and start it: a Produce's ordered part (its appends placed), any other request
+        whole once every earlier one is answered. Returns the awaitable of its response frame."""
         try:
             header, offset = decode_header(frame)
         except DecodeFailure as exc:
@@ -310,7 +378,7 @@ class Connection:
         ctx = self._context(header)
         if handler is None:
             if key == API_VERSIONS_KEY:
-                return encode_response(header.correlation_id, self._unsupported_api_versions())
+                return Ready(encode_response(header.correlation_id, self._unsupported_api_versions()))
             raise CloseConnection(f"API key {key} version {version} is not served")
         cls = request_class(key, version)
         if cls is None:  # advertised but unknown to kio: cannot happen (the registry checks), but never crash
@@ -320,18 +388,37 @@ class Connection:
         except DecodeFailure as exc:
             raise CloseConnection(str(exc)) from None
         started = time.perf_counter()
+        if handler.start is None:
+            await self._answered()
+            return Ready(await self._finish(handler, ctx, request, handler.handle(ctx, request), started))
         try:
-            response = await handler.handle(ctx, request)
+            response = await handler.start(ctx, request)
         except (asyncio.CancelledError, CloseConnection):  # CloseConnection: a request Kafka refuses to parse
             raise
         except Exception:
             log.exception("%s v%d from %s failed", handler.name, version, self.peer)
-            if handler.error_response is None:
-                raise CloseConnection(f"{handler.name} failed") from None
-            response = handler.error_response(ctx, request, ErrorCode.unknown_server_error)
-        out = None if response is None else encode_response(header.correlation_id, response)
+            response = self._failed(handler, ctx, request)
+        return Later(self._finish, handler, ctx, request, response, started)
+
+    async def _finish(self, handler: ApiHandler, ctx: RequestContext, request: Any, response: Awaitable[Any],
+                      started: float) -> bytes | None:
+        """Await a handler's response and encode it (an unexpected failure: its error response)."""
+        try:
+            answer = await response
+        except (asyncio.CancelledError, CloseConnection):
+            raise
+        except Exception:
+            log.exception("%s v%d from %s failed", handler.name, ctx.api_version, self.peer)
+            answer = await self._failed(handler, ctx, request)
+        out = None if answer is None else encode_response(ctx.correlation_id, answer)
         self.broker.count_request(handler.name, time.perf_counter() - started)
         return out
+
+    @staticmethod
+    def _failed(handler: ApiHandler, ctx: RequestContext, request: Any) -> Awaitable[Any]:
+        if handler.error_response is None:
+            raise CloseConnection(f"{handler.name} failed") from None
+        return Ready(handler.error_response(ctx, request, ErrorCode.unknown_server_error))
 
     def _context(self, header: Any) -> RequestContext:
         return RequestContext(self.broker, header.request_api_key, header.request_api_version, header.correlation_id,

@@ -11,6 +11,8 @@ the engine's metrics.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..metrics import REGISTRY, PerRegistry  # the engine's registry and its once-per-registry memoiser
@@ -30,6 +32,7 @@ class WireMetrics:
             "Time from a request's decoding to its response being written, by API.",
             ("api",), buckets=_LATENCY_BUCKETS_S, registry=registry,
         )
+        self._per_api: dict[str, tuple[Any, Any]] = {}  # api -> (requests, latency) label children
         self.bytes_in = Counter("sharegroup_server_bytes_in", "Request bytes read (size prefixes included).", registry=registry)
         self.bytes_out = Counter("sharegroup_server_bytes_out", "Response bytes written.", registry=registry)
         self.connections = Gauge("sharegroup_server_connections", "Open client connections.", registry=registry)
@@ -79,6 +82,15 @@ class WireMetrics:
             "Authorization checks the authorizer denied, by listener, operation and resource type (the checks "
             "behind *_authorized_operations fields are not counted).",
             ("listener", "operation", "resource_type"), registry=registry)
+
+    def count_request(self, api: str, latency_s: float) -> None:
+        """One handled request of `api` and its latency (the label children are looked up once per API:
+        this runs for every request)."""
+        children = self._per_api.get(api)
+        if children is None:  # bounded: one entry per API served
+            children = self._per_api[api] = (self.requests.labels(api), self.request_latency_seconds.labels(api))
+        children[0].inc()
+        children[1].observe(latency_s)
 
     def count_authentication(self, listener: str, mechanism: str, succeeded: bool, reauthentication: bool) -> None:
         """One SASL (re-)authentication outcome on `listener`."""

@@ -3,7 +3,8 @@
 `TopicLog` assigns each append its offsets and segment position and hands it over as a `PendingAppend`.
 One writer task at a time takes everything queued and, in a worker thread, writes it and fsyncs once
 (`SegmentWriter.write_group`: concurrent appends share the fsync); then the log publishes the group.
-While more than `MAX_QUEUED_BYTES` wait for the disk, appends wait for room (backpressure).
+While more than `MAX_QUEUED_BYTES` wait for the disk, appends wait for room (backpressure). An append
+placed and queued is answered through an `AppendWait` (awaited: its `AppendResult` once durable).
 
 A storage fault (a write, fsync or file creation that fails) is handled as Kafka handles a failed log
 dir: it is logged at ERROR naming the file and the error, and the store's `LogDir` goes offline, so
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import Executor
-from typing import Callable
+from typing import Any, Callable, Generator, NamedTuple
 
 from sharegroup.errors import ShareError
 
@@ -33,10 +34,44 @@ from .producer_state import ProducerEntry
 from .record_batch import BatchHeader
 from .segment_files import FAILED_WRITE_FILE, FileFault, FsyncFn, Segment, SegmentWriter, write_failed_write
 
-__all__ = ["LogWriter", "PendingAppend", "MAX_QUEUED_BYTES", "retrieve"]
+__all__ = ["AppendResult", "AppendWait", "LogWriter", "PendingAppend", "MAX_QUEUED_BYTES", "retrieve"]
 
 _logger = logging.getLogger("sharegroup.topics")
 MAX_QUEUED_BYTES = 64 * 2**20
+
+
+class AppendResult(NamedTuple):
+    """Answer to one append: the offsets the batches got (the original ones for a duplicate), the
+    log-append time (-1: CreateTime topics), the log start offset, and whether it was a duplicate."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class AppendWait:
+    """An append begun (`TopicLog.begin_append`) whose answer may still wait for the disk: awaiting it
+    gives the `AppendResult` once durable, or raises the ShareError that refused the append. `answer` is
+    the result known already (acks=0, a duplicate); `on_its_way` the future of the write to wait for."""
+
+    __slots__ = ("answer", "on_its_way", "log_append_time_ms")
+
+    def __init__(self, answer: AppendResult | None, on_its_way: asyncio.Future | None = None,
+                 log_append_time_ms: int = -1) -> None:
+        assert answer is not None or on_its_way is not None
+        self.answer = answer
+        self.on_its_way = on_its_way
+        self.log_append_time_ms = log_append_time_ms
+
+    def __await__(self) -> Generator[Any, None, AppendResult]:
+        if self.on_its_way is not None:  # shielded: a cancelled waiter never cancels the shared write
+            written: AppendResult = yield from asyncio.shield(self.on_its_way).__await__()
+            if self.answer is None:
+                return written._replace(log_append_time_ms=self.log_append_time_ms)
+        assert self.answer is not None
+        return self.answer
 
 
 class PendingAppend:
@@ -108,12 +143,13 @@ class LogWriter:
             last = (self.queue or self.inflight)[-1]
             await asyncio.wait([last.future])
 
-    async def wait_written(self, offset: int) -> None:
-        """Wait until the append holding `offset`, if still on its way, is answered (a duplicate of it)."""
+    def pending_future(self, offset: int) -> asyncio.Future | None:
+        """The future of the append holding `offset` while it is on its way to the disk (None once it is
+        answered): what a duplicate of it waits for."""
         for pending in (*self.inflight, *self.queue):
             if pending.last_offset >= offset:
-                await asyncio.shield(pending.future)
-                return
+                return pending.future
+        return None
 
     async def drain(self) -> None:
         """Wait until everything queued has been written (or refused)."""

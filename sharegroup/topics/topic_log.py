@@ -38,14 +38,14 @@ import bisect
 import logging
 import os
 from concurrent.futures import Executor
-from typing import Callable, NamedTuple, NoReturn
+from typing import Callable, NoReturn
 
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogBatch, LogRead
 
 from .log_config import LogConfig
 from .log_dir import LogDir
-from .log_writer import MAX_QUEUED_BYTES, LogWriter, PendingAppend, retrieve
+from .log_writer import MAX_QUEUED_BYTES, AppendResult, AppendWait, LogWriter, PendingAppend, retrieve
 from .producer_state import ProducerEntry, ProducerStateManager, TransactionIndex
 from .record_batch import (
     CONTROL_ABORT,
@@ -72,22 +72,11 @@ from .segment_files import (
     write_file_atomically,
 )
 
-__all__ = ["TopicLog", "AppendResult", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
+__all__ = ["TopicLog", "AppendResult", "AppendWait", "LOG_START_FILE", "MAX_QUEUED_BYTES"]
 
 _logger = logging.getLogger(__name__)
 LOG_START_FILE = "log-start-offset"
 PARTITION_LEADER_EPOCH = 0  # the one leader epoch of this single node's partitions
-
-
-class AppendResult(NamedTuple):
-    """Answer to one append: the offsets the batches got (the original ones for a duplicate), the
-    log-append time (-1: CreateTime topics), the log start offset, and whether it was a duplicate."""
-
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    duplicate: bool = False
 
 
 class TopicLog:
@@ -256,7 +245,17 @@ class TopicLog:
 
     async def append(self, records: bytes | bytearray | memoryview, *, now_ms: int, acks: int = -1,
                      max_batches: int | None = 1) -> AppendResult:
-        """Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
+        """`begin_append`, then wait for its answer (durable, for acks -1 and 1)."""
+        return await (await self.begin_append(records, now_ms=now_ms, acks=acks, max_batches=max_batches))
+
+    async def begin_append(self, records: bytes | bytearray | memoryview, *, now_ms: int, acks: int = -1,
+                           max_batches: int | None = 1) -> AppendWait:
+        """The ordered part of an append: check the batches, assign their offsets and queue them for the
+        disk; returns the `AppendWait` to await for the answer (durable, for acks -1 and 1). An append
+        begun after this one is placed after it, whether or not this one's answer was awaited (a
+        connection pipelining its Produce requests relies on that).
+
+        Append a Produce request's records for this partition: one RecordBatch v2, as Kafka's Produce
         carries (`max_batches`: how many the caller allows; None for any number). `now_ms` is the broker's
         clock, which the record timestamps must lie near (the topic's `message.timestamp.before.max.ms` /
         `.after.max.ms`; else RecordValidationError, INVALID_TIMESTAMP); on a LogAppendTime topic it is
@@ -293,9 +292,10 @@ class TopicLog:
                                  "this partition: a non-transactional batch is refused")
         duplicate, updates = self._producers.check(headers, bases)
         if duplicate is not None:
-            if acks != 0:
-                await self._wait_published(duplicate.last_offset)
-            return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self._start, True)
+            answer = AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self._start, True)
+            on_its_way = None if acks == 0 or duplicate.last_offset < self._end else \
+                self._writer.pending_future(duplicate.last_offset)
+            return AppendWait(answer, on_its_way)
         data = bytearray(records)
         pos = 0
         assigned = []
@@ -308,11 +308,10 @@ class TopicLog:
         before = {pid: self._producers.entry(pid) for pid in updates}
         pending = self._enqueue(data, assigned, [None] * len(assigned), before)
         self._producers.apply(updates)
+        pending.future.add_done_callback(retrieve)  # a refusal nobody awaits (acks=0, a closed connection) is seen
         if acks == 0:
-            pending.future.add_done_callback(retrieve)
-            return AppendResult(bases[0], assigned[-1].last_offset, append_time_ms, self._start)
-        result: AppendResult = await asyncio.shield(pending.future)
-        return result._replace(log_append_time_ms=append_time_ms)
+            return AppendWait(AppendResult(bases[0], assigned[-1].last_offset, append_time_ms, self._start))
+        return AppendWait(None, pending.future, append_time_ms)
 
     async def write_transaction_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
                                        coordinator_epoch: int = 0, timestamp_ms: int = 0) -> AppendResult:
@@ -340,11 +339,6 @@ class TopicLog:
         if self._closed:
             raise ShareError(Errors.KAFKA_STORAGE_ERROR, f"{self.directory}: the log is closed")
         self.log_dir.check_writable()
-
-    async def _wait_published(self, offset: int) -> None:
-        """Wait until `offset` is published (a duplicate of a batch still on its way to the disk)."""
-        if offset >= self._end:
-            await self._writer.wait_written(offset)
 
     def _enqueue(self, data: bytearray, headers: list[BatchHeader], control_types: list[int | None],
                  producers_before: dict[int, ProducerEntry | None]) -> PendingAppend:

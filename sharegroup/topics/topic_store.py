@@ -18,6 +18,7 @@ Interface (what the wire layer calls)::
     await store.auto_create_topic(name)     -> TopicInfo | None (None when auto-creation is off)
     await store.delete_topic(name)          -> TopicInfo (UNKNOWN_TOPIC_OR_PARTITION when absent)
     await store.append(topic_id, partition, records, *, acks, max_batches=1) -> AppendResult
+    await store.begin_append(...)  -> AppendWait (placed and queued; awaited: the AppendResult)
     store.init_producer_id(transactional_id=None, producer_id=-1, producer_epoch=-1) -> (id, epoch)
     store.subscribe(listener)   # listener(topic_id, partition, log_end_offset) after every publish
     PartitionLogs: has_partition, log_start_offset, log_end_offset, last_stable_offset, read, offset_for
@@ -69,9 +70,9 @@ from sharegroup.logs import LogRead
 from .log_config import LogConfig
 from .log_dir import LogDir
 from .segment_files import FsyncFn, fsync_dir, os_fsync, read_offset_file, write_file_atomically
-from .topic_log import AppendResult, TopicLog
+from .topic_log import AppendResult, AppendWait, TopicLog
 
-__all__ = ["TopicStore", "TopicInfo", "AppendResult", "LogConfig", "StoreLockedError", "MAX_PARTITIONS_PER_TOPIC",
+__all__ = ["TopicStore", "TopicInfo", "AppendResult", "AppendWait", "LogConfig", "StoreLockedError", "MAX_PARTITIONS_PER_TOPIC",
            "PRODUCER_ID_BLOCK_SIZE"]
 
 _logger = logging.getLogger(__name__)
@@ -482,10 +483,16 @@ class TopicStore:
         once the records are durable (group commit), acks 0 once they are queued. acks outside
         {-1, 0, 1}: INVALID_REQUIRED_ACKS. Like Kafka's Produce (v3+), the records must be exactly one
         batch (INVALID_RECORD otherwise) unless `max_batches` allows more (None: any number)."""
+        return await (await self.begin_append(topic_id, partition, records, acks=acks, max_batches=max_batches))
+
+    async def begin_append(self, topic_id: uuid.UUID, partition: int, records: bytes | bytearray | memoryview, *,
+                           acks: int, max_batches: int | None = 1) -> AppendWait:
+        """The ordered part of `append` (TopicLog.begin_append): checked, placed and queued for the disk
+        when it returns; await the `AppendWait` for the answer."""
         if acks not in (-1, 0, 1):
             raise ShareError(Errors.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks!r}")
-        return await self._log(topic_id, partition).append(records, now_ms=self._clock.now_ms(), acks=acks,
-                                                            max_batches=max_batches)
+        return await self._log(topic_id, partition).begin_append(records, now_ms=self._clock.now_ms(), acks=acks,
+                                                                  max_batches=max_batches)
 
     async def write_transaction_marker(self, topic_id: uuid.UUID, partition: int, producer_id: int,
                                        producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,

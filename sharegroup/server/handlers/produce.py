@@ -20,22 +20,26 @@ Authorization (Kafka's order): batches marked transactional need WRITE on the re
 WRITE on each topic, checked before existence (TOPIC_AUTHORIZATION_FAILED per partition, which beats
 UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUIRED_ACKS).
 With acks=0 no response is sent; when a partition fails (an unknown topic too), the connection is closed
-instead (Kafka's way of telling a producer that reads no answers). Partitions are appended in request
-order, one request of a connection at a time (see `connection.py`), so one producer's batches reach each
-partition in the order it sent them.
+instead (Kafka's way of telling a producer that reads no answers). A Produce is handled in two parts:
+`start` checks it and begins every partition's append in request order (placed and queued for the disk,
+nothing awaited in between unless the log is over its queue bound), then its answer waits for the disk.
+The connection begins its next Produce while this one's fsync is in flight and answers in request order
+(`connection.py`), so one producer's batches reach each partition in the order it sent them, and every
+acknowledged batch is durable before its answer.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Awaitable
 
 from kio.schema.errors import ErrorCode
 
 from ...errors import ShareError
-from ..api import ApiHandler, CloseConnection, RequestContext
+from ..api import ApiHandler, CloseConnection, Later, Ready, RequestContext
 from ..authorization import AclOperation, ResourceType
 from ...topics.record_batch import RecordValidationError
+from ...topics.topic_store import AppendWait
 
 VALID_ACKS = (0, 1, -1)
 _ATTRIBUTES_AT = 21  # a v2 batch header: baseOffset 8, length 4, leader epoch 4, magic 1, crc 4, then attributes
@@ -106,8 +110,9 @@ def _partition(index: int, code: int, message: str | None = None, base_offset: i
     }
 
 
-async def _append_one(ctx: RequestContext, topic: Any, index: int, records: bytes | None, acks: int,
-                      transactional_id: str | None = None) -> dict[str, Any]:
+async def _begin_one(ctx: RequestContext, topic: Any, index: int, records: bytes | None, acks: int,
+                     transactional_id: str | None = None) -> dict[str, Any] | tuple[Any, int, AppendWait]:
+    """Begin one partition's append: its answer when it is refused at once, else what to await."""
     broker = ctx.broker
     if not 0 <= index < topic.num_partitions:
         return _partition(index, ErrorCode.unknown_topic_or_partition,
@@ -127,31 +132,47 @@ async def _append_one(ctx: RequestContext, topic: Any, index: int, records: byte
             log_start = broker.store.log_start_offset(topic.topic_id, index) if refused in _WITH_LOG_START else -1
             return _partition(index, int(refused), message, log_start_offset=log_start)
     try:
-        result = await broker.store.append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
+        wait = await broker.store.begin_append(topic.topic_id, index, records, acks=acks)  # null records: INVALID_RECORD
     except ShareError as exc:
-        log_start = -1
-        record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else None
-        if int(exc.error) in _WITH_LOG_START or record_errors is not None:
-            log_start = broker.store.log_start_offset(topic.topic_id, index)
-        response = _partition(index, int(exc.error), exc.message or None, log_start_offset=log_start)
-        response["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()]
-        return response
+        return _refused(ctx, topic, index, exc)
+    return topic, index, wait
+
+
+async def _answer_one(ctx: RequestContext, topic: Any, index: int, wait: AppendWait) -> dict[str, Any]:
+    """One partition's answer once its append is durable (or refused by the disk)."""
+    try:
+        result = await wait
+    except ShareError as exc:
+        return _refused(ctx, topic, index, exc)
     return _partition(index, ErrorCode.none, None, result.base_offset, result.log_append_time_ms, result.log_start_offset)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def _refused(ctx: RequestContext, topic: Any, index: int, exc: ShareError) -> dict[str, Any]:
+    log_start = -1
+    record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else None
+    if int(exc.error) in _WITH_LOG_START or record_errors is not None:
+        log_start = ctx.broker.store.log_start_offset(topic.topic_id, index)
+    response = _partition(index, int(exc.error), exc.message or None, log_start_offset=log_start)
+    response["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()]
+    return response
+
+
+async def start(ctx: RequestContext, request: Any) -> Awaitable[Any]:
+    """The ordered part of a Produce: every check, and every partition's append begun (placed and queued
+    for the disk, in request order); returns the awaitable of the response, which waits for the disk.
+    The connection may start its next Produce meanwhile (see `connection.py`)."""
     acks = int(request.acks)
     transactional_id = getattr(request, "transactional_id", None)
     if any(_has_transactional_batches(p.records) for t in request.topic_data for p in t.partition_data) and (
             transactional_id is None
             or not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
-        return error_response(ctx, request, ErrorCode.transactional_id_authorization_failed)
+        return Ready(error_response(ctx, request, ErrorCode.transactional_id_authorization_failed))
     allowed = {name: ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name)
                for name in {t.name for t in request.topic_data}}
-    responses = []
+    begun: list[tuple[str, list[Any]]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
-        parts: list[dict[str, Any]] = []
+        parts: list[Any] = []
         if not allowed[name]:
             parts = [_partition(p.index, ErrorCode.topic_authorization_failed) for p in topic_data.partition_data]
         elif acks not in VALID_ACKS:  # only partitions that exist learn of the bad acks (Kafka's order)
@@ -168,13 +189,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if topic is None:
                     parts.append(_partition(p.index, ErrorCode.unknown_topic_or_partition, f"Unknown topic {name}"))
                 else:
-                    parts.append(await _append_one(ctx, topic, p.index, p.records, acks, transactional_id))
-        responses.append({"name": name, "partition_responses": parts})
+                    parts.append(await _begin_one(ctx, topic, p.index, p.records, acks, transactional_id))
+        begun.append((name, parts))
+    if acks == 0:  # nothing waits for the disk: a failure closes the connection before the next request
+        return Ready(await _finish(ctx, acks, begun))
+    return Later(_finish, ctx, acks, begun)
+
+
+async def _finish(ctx: RequestContext, acks: int, begun: list[tuple[str, list[Any]]]) -> Any:
+    responses = [{"name": name, "partition_responses": [p if isinstance(p, dict) else await _answer_one(ctx, *p)
+                                                        for p in parts]}
+                 for name, parts in begun]
     if acks == 0:
         if any(p["error_code"] for t in responses for p in t["partition_responses"]):
             raise CloseConnection("a Produce with acks=0 failed: closing, as Kafka does, so the client notices")
         return None
     return ctx.response({"responses": responses, "throttle_time": 0})
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await (await start(ctx, request))
 
 
 def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
@@ -187,4 +221,4 @@ def error_response(ctx: RequestContext, request: Any, code: int) -> Any:
     return ctx.response({"responses": responses, "throttle_time": 0})
 
 
-HANDLERS = (ApiHandler(0, "Produce", 3, 12, handle, error_response),)
+HANDLERS = (ApiHandler(0, "Produce", 3, 12, handle, error_response, start),)
