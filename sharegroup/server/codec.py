@@ -119,7 +119,7 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
         header_tail = _header_tail(body.header_schema)
         encoded = body.body
     else:
-        cls = type(body)
+        cls: Any = type(body)
         header_tail = _header_tail(cls.__header_schema__)
         buf = io.BytesIO()
         _writer(cls)(buf, body)
