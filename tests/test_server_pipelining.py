@@ -130,6 +130,32 @@ def test_the_next_produce_is_appended_while_the_previous_ones_fsync_is_in_flight
     client.close()
 
 
+def test_answers_made_durable_by_one_group_commit_leave_in_one_send(gated):
+    """While the first Produce's fsync is held, two more are placed (the next group commit); once the disk
+    answers, the answers that became ready together are written to the socket together: fewer sends than
+    answers, and still in request order."""
+    b, gate, topic_id = gated
+    client = RawClient(b.broker.port)
+    gate.arm()
+    client.send_raw(b"".join(_produce_frame(client) for _ in range(3)))
+    wait_until(lambda: gate.entered.is_set() and _begun(b, topic_id) == 3, "three Produce requests begun")
+    (conn,) = connections_of(b)
+    sends: list[int] = []
+    write = conn.writer.write
+
+    def counted(data: bytes) -> None:
+        sends.append(len(data))
+        write(data)
+
+    conn.writer.write = counted  # type: ignore[method-assign]
+    gate.open()
+    answers = [_partition_answer(client) for _ in range(3)]
+    assert [cid for cid, _, _ in answers] == [1, 2, 3]
+    assert all(code == ErrorCode.none for _, code, _ in answers)
+    assert 1 <= len(sends) < 3, sends
+    client.close()
+
+
 def test_acks_1_waits_for_the_disk_too(gated):
     """acks=1 is answered after the fsync as well (serve's rule: every acknowledged produce is durable)."""
     b, gate, topic_id = gated

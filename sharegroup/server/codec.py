@@ -1,7 +1,8 @@
 """The kio glue: request headers, message classes by (API key, version), and response encoding.
 
 kio (message classes generated from Kafka's JSON schemas) is the only codec; nothing here encodes a
-message field by hand. Handlers describe a response as plain dicts and lists, and `build` turns them
+message field by hand, except a response header's correlation id (an int32 before the rest of the header,
+which kio encodes once per header version). Handlers describe a response as plain dicts and lists, and `build` turns them
 into the kio dataclass of the version the client asked for, keeping only the fields that version has,
 so one handler serves every version of its API.
 """
@@ -114,18 +115,34 @@ def encode_body(body: Any) -> EncodedResponse:
 def encode_response(correlation_id: int, body: Any) -> bytes:
     """Size prefix + response header (v0 or v1, as the message's schema says; ApiVersions is always v0) + body
     (a kio response, or an `EncodedResponse`)."""
-    encoded = body if isinstance(body, EncodedResponse) else None
-    header_cls = encoded.header_schema if encoded is not None else type(body).__header_schema__
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    entity_writer(header_cls)(buf, header_cls(correlation_id=correlation_id))
-    if encoded is not None:
-        buf.write(encoded.body)
+    if isinstance(body, EncodedResponse):
+        header_tail = _header_tail(body.header_schema)
+        encoded = body.body
     else:
-        entity_writer(type(body))(buf, body)
-    out = buf.getbuffer()
-    out[0:4] = (len(out) - 4).to_bytes(4, "big")
-    return bytes(out)
+        cls: Any = type(body)
+        header_tail = _header_tail(cls.__header_schema__)
+        buf = io.BytesIO()
+        _writer(cls)(buf, body)
+        encoded = buf.getvalue()
+    size = 4 + len(header_tail) + len(encoded)
+    return b"".join(((size).to_bytes(4, "big"), correlation_id.to_bytes(4, "big", signed=True), header_tail, encoded))
+
+
+@lru_cache(maxsize=None)
+def _writer(cls: type) -> Any:
+    """kio's writer of `cls` (looked up once per class)."""
+    return entity_writer(cls)
+
+
+@lru_cache(maxsize=None)
+def _header_tail(header_cls: type) -> bytes:
+    """What follows the correlation id in a response header of `header_cls`, encoded once by kio (nothing
+    for v0; v1's empty tag buffer): every response header is its correlation id (int32, first) and this."""
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, header_cls(correlation_id=0x01020304))
+    encoded = buf.getvalue()
+    assert encoded[:4] == b"\x01\x02\x03\x04", header_cls
+    return encoded[4:]
 
 
 # -- building kio dataclasses from plain data --------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any, Callable, Generator, NamedTuple
 
 from sharegroup.errors import ShareError
 
+from .io_threads import IoThreads
 from .log_dir import LogDir, describe_error
 from .producer_state import ProducerEntry
 from .record_batch import BatchHeader
@@ -114,11 +115,13 @@ class LogWriter:
     so that the log rolls back what it assigned to them. `last_segment()` is the last published segment."""
 
     def __init__(self, directory: str, fsync: FsyncFn | None, executor: Executor | None, log_dir: LogDir,
-                 publish: Publish, refuse: Refuse, last_segment: Callable[[], Segment | None]) -> None:
+                 publish: Publish, refuse: Refuse, last_segment: Callable[[], Segment | None],
+                 io: IoThreads | None = None) -> None:
         self.directory = directory
         self.files = SegmentWriter(directory, fsync)  # touched only by the writer's worker thread
         self._fsync = fsync
         self._executor = executor
+        self._io = io  # the group commits' threads (None: `executor`'s, through run_in_executor)
         self._log_dir = log_dir
         self._publish = publish
         self._refuse = refuse
@@ -169,7 +172,11 @@ class LogWriter:
                 writes: list[tuple[bool, int, int, bytes | bytearray]] = [
                     (p.new_segment, p.segment_base, p.position, p.data) for p in group]
                 try:
-                    new_segments, fsyncs = await loop.run_in_executor(self._executor, self.files.write_group, writes)
+                    if self._io is not None:
+                        new_segments, fsyncs = await self._io.run(self.files.write_group, writes)
+                    else:
+                        new_segments, fsyncs = await loop.run_in_executor(self._executor, self.files.write_group,
+                                                                          writes)
                 except BaseException as exc:  # noqa: BLE001 - every failure fails the appends, never the loop
                     await self._fail(exc)
                     return

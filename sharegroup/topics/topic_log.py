@@ -43,6 +43,7 @@ from typing import Callable, NoReturn
 from sharegroup.errors import Errors, ShareError
 from sharegroup.logs import LogBatch, LogRead
 
+from .io_threads import IoThreads
 from .log_config import LogConfig
 from .log_dir import LogDir
 from .log_writer import MAX_QUEUED_BYTES, AppendResult, AppendWait, LogWriter, PendingAppend, retrieve
@@ -86,7 +87,7 @@ class TopicLog:
 
     def __init__(self, directory: str, config: LogConfig, fsync: FsyncFn | None,
                  on_publish: Callable[[int], None] | None = None, executor: Executor | None = None,
-                 log_dir: LogDir | None = None) -> None:
+                 log_dir: LogDir | None = None, io: IoThreads | None = None) -> None:
         self.directory = directory
         self._executor = executor  # the worker threads for file I/O (None: the loop's default)
         # Online or offline: shared by every log of a store (a storage fault in one stops them all).
@@ -105,7 +106,7 @@ class TopicLog:
         self._assign_base: int | None = None  # None: the next append starts a new segment
         self._assign_size = 0
         self._writer = LogWriter(directory, fsync, executor, self.log_dir, self._publish, self._refused,
-                                 lambda: self._segments[-1] if self._segments else None)
+                                 lambda: self._segments[-1] if self._segments else None, io)
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.truncated_bytes = 0
@@ -118,13 +119,13 @@ class TopicLog:
     @classmethod
     def open(cls, directory: str, config: LogConfig, *, fsync: FsyncFn | None,
              on_publish: Callable[[int], None] | None = None, executor: Executor | None = None,
-             log_dir: LogDir | None = None) -> TopicLog:
+             log_dir: LogDir | None = None, io: IoThreads | None = None) -> TopicLog:
         """Open (creating if needed) the log in `directory`: cut what a `failed-write` file says was
         refused, read the log start, delete segments wholly below it, scan every other segment (index,
         producer state, transactions), truncate a torn tail. Raises CorruptLogError for a bad batch that
         is not a torn tail. Blocking."""
         os.makedirs(directory, exist_ok=True)
-        log = cls(directory, config, fsync, on_publish, executor, log_dir)
+        log = cls(directory, config, fsync, on_publish, executor, log_dir, io)
         try:
             log._recover()
         except BaseException:

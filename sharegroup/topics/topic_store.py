@@ -70,6 +70,7 @@ from sharegroup.logs import LogRead
 from .log_config import LogConfig
 from .log_dir import LogDir
 from .segment_files import FsyncFn, fsync_dir, os_fsync, read_offset_file, write_file_atomically
+from .io_threads import IoThreads
 from .topic_log import AppendResult, AppendWait, TopicLog
 
 __all__ = ["TopicStore", "TopicInfo", "AppendResult", "AppendWait", "LogConfig", "StoreLockedError", "MAX_PARTITIONS_PER_TOPIC",
@@ -129,9 +130,10 @@ class TopicStore:
     """The durable topics of one broker. Open with `await TopicStore.open(...)`."""
 
     def __init__(self, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None, lock_fd: int,
-                 executor: ThreadPoolExecutor) -> None:
+                 executor: ThreadPoolExecutor, io: IoThreads | None = None) -> None:
         self._root = root
         self._executor = executor
+        self._io = io  # the threads of the logs' group commits (None: the executor's)
         self.log_config = log_config
         self._clock = clock
         self._fsync = fsync
@@ -168,17 +170,18 @@ class TopicStore:
         # Topic writes and fsyncs get threads of their own, so that a busy disk for topics never queues
         # the share-state persister's writes (which use the loop's default executor) behind them.
         executor = ThreadPoolExecutor(io_threads, thread_name_prefix="topic-store")
+        io = IoThreads(io_threads, "topic-writer")  # started on first use
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(executor, cls._open_blocking, root, log_config or LogConfig(),
-                                              clock or SystemClock(), fsync_fn, executor)
+                                              clock or SystemClock(), fsync_fn, executor, io)
         except BaseException:
             executor.shutdown(wait=False)
             raise
 
     @classmethod
     def _open_blocking(cls, root: str, log_config: LogConfig, clock: Clock, fsync: FsyncFn | None,
-                       executor: ThreadPoolExecutor) -> TopicStore:
+                       executor: ThreadPoolExecutor, io: IoThreads) -> TopicStore:
         os.makedirs(root, exist_ok=True)
         lock_fd = os.open(os.path.join(root, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -186,7 +189,7 @@ class TopicStore:
         except BlockingIOError:
             os.close(lock_fd)
             raise StoreLockedError(f"{root} is open by another topic store") from None
-        store = cls(root, log_config, clock, fsync, lock_fd, executor)
+        store = cls(root, log_config, clock, fsync, lock_fd, executor, io)
         try:
             for info, configs in store._read_topics():
                 store._register(store._open_topic(info, configs))
@@ -228,7 +231,7 @@ class TopicStore:
     def _open_log(self, info: TopicInfo, config: LogConfig, partition: int) -> TopicLog:
         return TopicLog.open(os.path.join(self._root, f"{info.name}-{partition}"), config, fsync=self._fsync,
                              on_publish=self._publisher(info.topic_id, partition), executor=self._executor,
-                             log_dir=self.log_dir)
+                             log_dir=self.log_dir, io=self._io)
 
     def _register(self, topic: _Topic) -> None:
         self._by_name[topic.info.name] = topic
@@ -262,6 +265,8 @@ class TopicStore:
                 await log.close()
         self._close_blocking()
         self._executor.shutdown(wait=True)
+        if self._io is not None:
+            self._io.shutdown()
 
     def _close_blocking(self) -> None:
         for topic in self._by_name.values():
