@@ -462,6 +462,12 @@ def record_count(disabled: bool = False, *, variable: str = "SHAREGROUP_BENCH_E2
 
 # -- pytest-benchmark -------------------------------------------------------------------------------
 
+
+def timing_disabled(config) -> bool:
+    """Whether this pytest run has benchmark timing off (`--benchmark-disable` without `--benchmark-enable`):
+    the smoke run, which uses small sizes and one round."""
+    return config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+
 try:
     import pytest
 except ImportError:  # the script needs no pytest
@@ -496,7 +502,7 @@ if pytest is not None:
         and one round.
         """
         config = request.config
-        disabled = config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+        disabled = timing_disabled(config)
         records = record_count(disabled)
         rounds = 1 if disabled else 2
         results = benchmark.pedantic(compare, args=(peers, workload, records, rounds), rounds=1, iterations=1)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bench_e2e import _SPAWN, MockPeer, ServePeer, Unavailable, _kafka
+from bench_e2e import timing_disabled
 
 FULL_SECONDS = 3.0
 SMOKE_SECONDS = 0.3
@@ -453,7 +454,7 @@ if pytest is not None:
         `benchmark.extra_info` (the pytest-benchmark timing is the whole comparison, set-up included).
         Every record must arrive on both peers."""
         config = request.config
-        disabled = config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+        disabled = timing_disabled(config)
         seconds = traffic_seconds(disabled)
         rounds = 1 if disabled else 2
         results = benchmark.pedantic(compare, args=(peers, row, seconds, rounds), rounds=1, iterations=1)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_e2e import SERVE_ARGS, ServePeer  # the same serve subprocess as the end-to-end benchmark
+from bench_e2e import timing_disabled
 from bench_e2e import record_count as e2e_record_count
 
 RECORD_BYTES = 100
@@ -195,7 +196,7 @@ if pytest is not None:
         small record count and one round.
         """
         config = request.config
-        disabled = config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+        disabled = timing_disabled(config)
         records = record_count(disabled)
         rounds = 1 if disabled else FULL_ROUNDS
         results = benchmark.pedantic(compare, args=(secured_serve, records, rounds), rounds=1, iterations=1)
